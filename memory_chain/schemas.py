@@ -1,0 +1,187 @@
+"""Plain data types shared by every tier, and the checks that guard what gets stored.
+
+The types are frozen slotted dataclasses: tier 1 keeps them in memory by the thousand and the
+hot path reads them in microseconds, so they carry no validation cost of their own. Input is
+checked once, on the way in, by :func:`validate_new_turns`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+from memory_chain.errors import InvalidInputError
+
+Role = Literal["user", "assistant", "system"]
+ROLES: frozenset[str] = frozenset(get_args(Role))
+ConversationStatus = Literal["active", "archived", "deleted"]
+
+#: Conversation and user ids: 1-128 characters, letters, digits and ``._:@-``, starting with a
+#: letter or digit. UUIDs, Open WebUI chat ids and e-mail-like user names all fit; path
+#: separators, whitespace and control characters do not.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Token counts of one turn (the seed's ``tokens`` object)."""
+
+    total: int
+    prompt: int | None = None
+    completion: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewTurn:
+    """A turn to be stored: the turn number is assigned by tier 2 when it is written."""
+
+    role: Role
+    content: str
+    timestamp: datetime | None = None
+    tokens: TokenUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A stored turn (the seed's tier-1 turn and one ``conversation_turns`` row)."""
+
+    conversation_id: str
+    turn_number: int
+    role: Role
+    content: str
+    timestamp: datetime
+    tokens: TokenUsage | None = None
+
+    @property
+    def token_total(self) -> int:
+        """Total tokens of the turn, 0 when unknown."""
+        return self.tokens.total if self.tokens else 0
+
+
+@dataclass(slots=True)
+class ConversationMetadata:
+    """The seed's tier-1 conversation metadata."""
+
+    created_at: datetime
+    last_updated: datetime
+    turn_count: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One ``conversations`` row."""
+
+    conversation_id: str
+    user_id: str | None
+    created_at: datetime
+    last_message_at: datetime | None
+    turn_count: int
+    total_tokens: int
+    summary: str | None
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One ``conversation_summaries`` row: the summary of turns ``start..end`` (inclusive)."""
+
+    conversation_id: str
+    summary_text: str
+    turn_range_start: int
+    turn_range_end: int
+    created_at: datetime
+    token_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordHit:
+    """A keyword-search result from tier 2.
+
+    ``score`` is higher for a better match; it is comparable within one result list only.
+    A ``turn`` hit has ``turn_number``; a ``summary`` hit has ``turn_range``.
+    """
+
+    kind: Literal["turn", "summary"]
+    conversation_id: str
+    text: str
+    score: float
+    timestamp: datetime
+    turn_number: int | None = None
+    role: Role | None = None
+    turn_range: tuple[int, int] | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def validate_id(value: object, what: str = "conversation id") -> str:
+    """Check a conversation or user id.
+
+    Args:
+        value: The id to check.
+        what: How to name the id in the error message.
+
+    Returns:
+        The id, unchanged.
+
+    Raises:
+        InvalidInputError: If the id is not a string of 1-128 allowed characters.
+    """
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise InvalidInputError(
+            f"invalid {what} {shown}: use 1-128 characters from letters, digits and '._:@-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
+    """Check a batch of turns before anything is written.
+
+    Args:
+        turns: The turns to store.
+        max_chars: Longest accepted content, in characters.
+
+    Raises:
+        InvalidInputError: On an empty batch, an unknown role, empty or oversize content, a
+            NUL character (which PostgreSQL cannot store), or negative token counts.
+    """
+    if not turns:
+        raise InvalidInputError("no turns to store: pass at least one message")
+    for index, turn in enumerate(turns):
+        where = f"message {index}"
+        if turn.role not in ROLES:
+            raise InvalidInputError(
+                f"{where}: unknown role {turn.role!r}: use one of {sorted(ROLES)}"
+            )
+        if not isinstance(turn.content, str):
+            raise InvalidInputError(f"{where}: content must be text, got {type(turn.content)}")
+        if not turn.content.strip():
+            raise InvalidInputError(f"{where}: content is empty: send some text")
+        if len(turn.content) > max_chars:
+            raise InvalidInputError(
+                f"{where}: content has {len(turn.content):,} characters, more than the "
+                f"{max_chars:,} allowed: shorten it or raise max_message_chars"
+            )
+        if "\x00" in turn.content:
+            raise InvalidInputError(f"{where}: content contains a NUL character: remove it")
+        if (
+            turn.tokens is not None
+            and min(turn.tokens.total, turn.tokens.prompt or 0, turn.tokens.completion or 0) < 0
+        ):
+            raise InvalidInputError(f"{where}: token counts must not be negative")

@@ -1,0 +1,109 @@
+"""Tier-2 tables: the seed's schema, column for column.
+
+The tables are created by the Alembic migrations in ``migrations/`` (``memory-chain migrate``
+or :func:`memory_chain.tiers.sql.migrate.upgrade`), never by a constructor. These definitions
+are what the queries are built from; a test checks that they match the migrated schema.
+
+Beyond the seed: a unique index on ``(conversation_id, turn_range_start)`` of
+``conversation_summaries``, so that a repeated or concurrent consolidation of one range cannot
+write two summaries, and the full-text indexes that keyword search uses (FTS5 tables on SQLite,
+GIN expression indexes on PostgreSQL), which the migration creates outside these models.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import (
+    TIMESTAMP,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the tier-2 tables."""
+
+    metadata = MetaData()
+
+
+class ConversationRow(Base):
+    """``conversations``: one row per conversation, with its running summary."""
+
+    __tablename__ = "conversations"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(Text, unique=True, nullable=False)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+    last_message_at: Mapped[datetime | None] = mapped_column(TIMESTAMP)
+    turn_count: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    total_tokens: Mapped[int | None] = mapped_column(Integer, server_default=text("0"))
+    summary: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str | None] = mapped_column(Text, server_default=text("'active'"))
+
+
+class TurnRow(Base):
+    """``conversation_turns``: every turn, numbered 1..N per conversation."""
+
+    __tablename__ = "conversation_turns"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "turn_number"),
+        Index("idx_conversation_id", "conversation_id"),
+        Index("idx_timestamp", "timestamp"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("conversations.conversation_id"), nullable=False
+    )
+    turn_number: Mapped[int] = mapped_column(Integer, nullable=False)
+    role: Mapped[str] = mapped_column(Text, nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    timestamp: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+    tokens_prompt: Mapped[int | None] = mapped_column(Integer)
+    tokens_completion: Mapped[int | None] = mapped_column(Integer)
+    tokens_total: Mapped[int | None] = mapped_column(Integer)
+
+
+class SummaryRow(Base):
+    """``conversation_summaries``: one summary per consolidated turn range."""
+
+    __tablename__ = "conversation_summaries"
+    __table_args__ = (
+        Index("idx_summary_conv", "conversation_id"),
+        Index("uq_summary_range", "conversation_id", "turn_range_start", unique=True),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(
+        Text, ForeignKey("conversations.conversation_id"), nullable=False
+    )
+    summary_text: Mapped[str] = mapped_column(Text, nullable=False)
+    turn_range_start: Mapped[int] = mapped_column(Integer, nullable=False)
+    turn_range_end: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+    token_count: Mapped[int | None] = mapped_column(Integer)
+
+
+conversations = cast(Table, ConversationRow.__table__)
+turns = cast(Table, TurnRow.__table__)
+summaries = cast(Table, SummaryRow.__table__)

@@ -1,0 +1,204 @@
+"""Keyword search over turns and summaries: SQLite FTS5, PostgreSQL full-text, or LIKE.
+
+A query is reduced to its words (letters and digits) before it reaches the database, so
+FTS/``tsquery``/``LIKE`` metacharacters in user input are never interpreted. Words are OR-ed
+and ranked (BM25 on SQLite, ``ts_rank_cd`` on PostgreSQL, matched-word count for LIKE), so a
+question such as "what did we say about FastAPI?" finds turns that mention FastAPI.
+Scores are "higher is better" in every backend.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from sqlalchemy import TIMESTAMP, Connection, TextualSelect, text
+
+from memory_chain.schemas import KeywordHit, as_utc
+
+Kind = Literal["turn", "summary"]
+_WORD = re.compile(r"\w+", re.UNICODE)
+#: Words beyond this many in one query are dropped (keeps pathological queries cheap).
+MAX_QUERY_WORDS = 32
+
+
+#: English function words dropped from queries (PostgreSQL's ``english`` configuration drops
+#: these too); a query of nothing else keeps them.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your yours
+    yourself yourselves
+    """.split()  # noqa: SIM905
+)
+
+
+def query_words(query: str) -> list[str]:
+    """The distinct content words of a query, lower-cased, in order of appearance."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(query.lower()):
+        if word.strip("_"):
+            seen.setdefault(word, None)
+    words = [word for word in seen if word not in STOPWORDS] or list(seen)
+    return words[:MAX_QUERY_WORDS]
+
+
+def _scope(
+    alias: str, user_id: str | None, conversation_id: str | None
+) -> tuple[str, dict[str, Any]]:
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if user_id is not None:
+        clauses.append("c.user_id = :user_id")
+        params["user_id"] = user_id
+    if conversation_id is not None:
+        clauses.append(f"{alias}.conversation_id = :conversation_id")
+        params["conversation_id"] = conversation_id
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+# Per kind: table, text column, the columns a hit carries, and the FTS5 table name.
+_TURN_COLUMNS = "t.conversation_id, t.turn_number, t.role, t.content, t.timestamp"
+_SUMMARY_COLUMNS = (
+    "t.conversation_id, t.turn_range_start, t.turn_range_end, t.summary_text, t.created_at"
+)
+_SOURCES: dict[Kind, tuple[str, str, str]] = {
+    "turn": ("conversation_turns", "content", _TURN_COLUMNS),
+    "summary": ("conversation_summaries", "summary_text", _SUMMARY_COLUMNS),
+}
+_TIME_COLUMN: dict[Kind, str] = {"turn": "timestamp", "summary": "created_at"}
+
+
+def _typed(kind: Kind, sql: str) -> TextualSelect:
+    # SQLite returns timestamps as text unless the result column is typed.
+    return text(sql).columns(**{_TIME_COLUMN[kind]: TIMESTAMP})
+
+
+def _sqlite_fts(
+    kind: Kind, words: Sequence[str], scope: str
+) -> tuple[TextualSelect, dict[str, Any]]:
+    table, _column, columns = _SOURCES[kind]
+    # Each word is a quoted FTS5 string: nothing in it is parsed as syntax.
+    match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+    sql = (
+        f"SELECT {columns}, -bm25({table}_fts) AS score FROM {table}_fts "
+        f"JOIN {table} t ON t.id = {table}_fts.rowid "
+        "JOIN conversations c ON c.conversation_id = t.conversation_id "
+        f"WHERE {table}_fts MATCH :match{scope} ORDER BY score DESC LIMIT :limit"
+    )
+    return _typed(kind, sql), {"match": match}
+
+
+def _postgres_fts(
+    kind: Kind, words: Sequence[str], scope: str
+) -> tuple[TextualSelect, dict[str, Any]]:
+    table, column, columns = _SOURCES[kind]
+    # plainto_tsquery per word, OR-ed: each word is a bound parameter, never parsed as syntax.
+    params = {f"w{i}": word for i, word in enumerate(words)}
+    tsquery = " || ".join(
+        f"plainto_tsquery('english'::regconfig, :w{i})" for i in range(len(words))
+    )
+    vector = f"to_tsvector('english'::regconfig, t.{column})"
+    sql = (
+        f"SELECT {columns}, ts_rank_cd({vector}, q.query) AS score "
+        f"FROM {table} t JOIN conversations c ON c.conversation_id = t.conversation_id, "
+        f"(SELECT {tsquery} AS query) q "
+        f"WHERE {vector} @@ q.query{scope} ORDER BY score DESC LIMIT :limit"
+    )
+    return _typed(kind, sql), params
+
+
+def _like(kind: Kind, words: Sequence[str], scope: str) -> tuple[TextualSelect, dict[str, Any]]:
+    table, column, columns = _SOURCES[kind]
+    params: dict[str, Any] = {}
+    matches: list[str] = []
+    for i, word in enumerate(words):
+        escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params[f"w{i}"] = f"%{escaped}%"
+        matches.append(f"(CASE WHEN lower(t.{column}) LIKE :w{i} ESCAPE '\\' THEN 1 ELSE 0 END)")
+    score = " + ".join(matches)
+    sql = (
+        f"SELECT {columns}, ({score}) AS score FROM {table} t "
+        "JOIN conversations c ON c.conversation_id = t.conversation_id "
+        f"WHERE ({score}) > 0{scope} ORDER BY score DESC LIMIT :limit"
+    )
+    return _typed(kind, sql), params
+
+
+def sqlite_has_fts(connection: Connection) -> bool:
+    """Whether the migration created the FTS5 tables (SQLite builds without FTS5 lack them)."""
+    row = connection.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'conversation_turns_fts'"
+    ).first()
+    return row is not None
+
+
+def keyword_search(
+    connection: Connection,
+    query: str,
+    *,
+    user_id: str | None,
+    conversation_id: str | None = None,
+    kinds: Sequence[Kind] = ("turn", "summary"),
+    limit: int = 10,
+    use_fts: bool = True,
+) -> list[KeywordHit]:
+    """Search turns and summaries by keyword.
+
+    Args:
+        connection: An open connection to the tier-2 database.
+        query: Free text; only its words are used.
+        user_id: Restrict to this user's conversations (``None``: every user).
+        conversation_id: Restrict to one conversation.
+        kinds: Which of turns and summaries to search.
+        limit: Most hits per kind.
+        use_fts: Use the full-text index (False falls back to LIKE).
+
+    Returns:
+        Hits of each kind, best first, turns before summaries.
+    """
+    words = query_words(query)
+    if not words or limit <= 0:
+        return []
+    dialect = connection.dialect.name
+    scope, params = _scope("t", user_id, conversation_id)
+    hits: list[KeywordHit] = []
+    for kind in kinds:
+        if dialect == "postgresql":
+            statement, extra = _postgres_fts(kind, words, scope)
+        elif dialect == "sqlite" and use_fts:
+            statement, extra = _sqlite_fts(kind, words, scope)
+        else:
+            statement, extra = _like(kind, words, scope)
+        rows = connection.execute(statement, {**params, **extra, "limit": limit}).all()
+        hits.extend(_to_hit(kind, row) for row in rows)
+    return hits
+
+
+def _to_hit(kind: Kind, row: Any) -> KeywordHit:
+    if kind == "turn":
+        conversation_id, turn_number, role, content, timestamp, score = row
+        return KeywordHit(
+            kind="turn",
+            conversation_id=conversation_id,
+            text=content,
+            score=float(score),
+            timestamp=as_utc(timestamp),
+            turn_number=turn_number,
+            role=role,
+        )
+    conversation_id, start, end, summary_text, created_at, score = row
+    return KeywordHit(
+        kind="summary",
+        conversation_id=conversation_id,
+        text=summary_text,
+        score=float(score),
+        timestamp=as_utc(created_at),
+        turn_range=(start, end),
+    )

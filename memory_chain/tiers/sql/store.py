@@ -1,0 +1,578 @@
+"""Tier 2: the SQL store, source of truth for every turn and summary.
+
+Writes are write-through and atomic: one :meth:`SQLStore.append_turns` call is one
+transaction that numbers its turns after the conversation's stored ``turn_count`` while holding
+the conversation's lock (``BEGIN IMMEDIATE`` on SQLite, ``SELECT ... FOR UPDATE`` on
+PostgreSQL), so concurrent writers to one conversation get contiguous, unique turn numbers.
+Input is validated before the transaction starts: a bad batch changes nothing.
+
+Every read takes an optional ``user_id``; when given, a conversation of another user behaves
+as if it did not exist. Async methods run the sync ones in LangChain's executor.
+
+Example:
+    >>> from memory_chain.schemas import NewTurn
+    >>> from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+    >>> engine = create_sql_engine("sqlite:////tmp/mc-store-example.db")
+    >>> upgrade(engine)
+    >>> store = SQLStore(engine)
+    >>> turns = store.append_turns("conv-1", [NewTurn("user", "What is FastAPI?")])
+    >>> turns[0].turn_number >= 1
+    True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from langchain_core.runnables.config import run_in_executor
+from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from memory_chain.config import DEFAULT_USER_ID
+from memory_chain.errors import (
+    ConversationNotFoundError,
+    InvalidInputError,
+    SchemaNotReadyError,
+    StorageError,
+)
+from memory_chain.schemas import (
+    ConversationInfo,
+    ConversationStatus,
+    KeywordHit,
+    NewTurn,
+    Summary,
+    TokenUsage,
+    Turn,
+    as_utc,
+    utcnow,
+    validate_id,
+    validate_new_turns,
+)
+from memory_chain.tiers.sql.engine import writer
+from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.search import Kind, keyword_search, sqlite_has_fts
+
+_STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
+
+
+def _naive(value: datetime) -> datetime:
+    """UTC wall time without tzinfo: what the seed's ``TIMESTAMP`` columns hold."""
+    return as_utc(value).replace(tzinfo=None)
+
+
+def _turn(row: Any) -> Turn:
+    tokens = None
+    if row.tokens_total is not None:
+        tokens = TokenUsage(
+            total=row.tokens_total, prompt=row.tokens_prompt, completion=row.tokens_completion
+        )
+    return Turn(
+        conversation_id=row.conversation_id,
+        turn_number=row.turn_number,
+        role=row.role,
+        content=row.content,
+        timestamp=as_utc(row.timestamp),
+        tokens=tokens,
+    )
+
+
+def _conversation(row: Any) -> ConversationInfo:
+    return ConversationInfo(
+        conversation_id=row.conversation_id,
+        user_id=row.user_id,
+        created_at=as_utc(row.created_at),
+        last_message_at=as_utc(row.last_message_at) if row.last_message_at else None,
+        turn_count=row.turn_count or 0,
+        total_tokens=row.total_tokens or 0,
+        summary=row.summary,
+        status=row.status or "active",
+    )
+
+
+def _summary(row: Any) -> Summary:
+    return Summary(
+        conversation_id=row.conversation_id,
+        summary_text=row.summary_text,
+        turn_range_start=row.turn_range_start,
+        turn_range_end=row.turn_range_end,
+        created_at=as_utc(row.created_at),
+        token_count=row.token_count,
+    )
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """Turn driver errors into :class:`StorageError` with a hint of what to do."""
+    try:
+        yield
+    except (OperationalError, ProgrammingError) as exc:
+        message = str(exc.orig)
+        if "no such table" in message or "does not exist" in message:
+            raise SchemaNotReadyError(message) from exc
+        raise StorageError(f"tier-2 database error: {message}") from exc
+
+
+class SQLStore:
+    """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
+
+    The schema must exist: run :func:`memory_chain.tiers.sql.migrate.upgrade` first.
+
+    Args:
+        engine: From :func:`memory_chain.tiers.sql.engine.create_sql_engine`.
+        max_message_chars: Longest accepted turn content.
+    """
+
+    def __init__(self, engine: Engine, *, max_message_chars: int = 200_000) -> None:
+        self.engine = engine
+        self._writer = writer(engine)
+        self._max_chars = max_message_chars
+        self._dialect = engine.dialect.name
+        # SQLite has one writer at a time; queueing this process's writers on a lock is
+        # cheaper than letting them poll the database's busy handler.
+        self._write_lock: threading.Lock | None = (
+            threading.Lock() if self._dialect == "sqlite" else None
+        )
+        self._fts: bool | None = None
+
+    # -- writes -------------------------------------------------------------------------
+
+    def _insert(self) -> Any:
+        return pg_insert if self._dialect == "postgresql" else sqlite_insert
+
+    def _lock_conversation(
+        self, conn: Connection, conversation_id: str, user_id: str, now: datetime
+    ) -> Any:
+        """Create the conversation if needed and lock its row for this transaction."""
+        conn.execute(
+            self._insert()(conversations)
+            .values(
+                conversation_id=conversation_id,
+                user_id=user_id,
+                created_at=now,
+                turn_count=0,
+                total_tokens=0,
+                status="active",
+            )
+            .on_conflict_do_nothing(index_elements=["conversation_id"])
+        )
+        row = conn.execute(
+            select(
+                conversations.c.user_id, conversations.c.turn_count, conversations.c.total_tokens
+            )
+            .where(conversations.c.conversation_id == conversation_id)
+            .with_for_update()
+        ).one()
+        if row.user_id != user_id:
+            raise ConversationNotFoundError(conversation_id)
+        return row
+
+    def _write(self, work: Any) -> Any:
+        """Run ``work(conn)`` in one write transaction."""
+        with _storage_errors():
+            if self._write_lock is None:
+                with self._writer.begin() as conn:
+                    return work(conn)
+            with self._write_lock, self._writer.begin() as conn:
+                return work(conn)
+
+    def _read(self, statement: Any) -> list[Any]:
+        with _storage_errors(), self.engine.connect() as conn:
+            return list(conn.execute(statement).all())
+
+    def append_turns(
+        self,
+        conversation_id: str,
+        new_turns: Sequence[NewTurn],
+        *,
+        user_id: str = DEFAULT_USER_ID,
+    ) -> list[Turn]:
+        """Store turns at the end of a conversation, creating it if needed.
+
+        Args:
+            conversation_id: The conversation.
+            new_turns: Turns in order; each gets the next turn number.
+            user_id: Owner of the conversation.
+
+        Returns:
+            The stored turns with their turn numbers and timestamps.
+
+        Raises:
+            InvalidInputError: If an id or a turn is malformed (nothing is stored).
+            ConversationNotFoundError: If the conversation belongs to another user.
+            StorageError: If the database fails.
+        """
+        validate_id(conversation_id)
+        validate_id(user_id, "user id")
+        validate_new_turns(new_turns, max_chars=self._max_chars)
+        now = utcnow()
+
+        def work(conn: Connection) -> list[Turn]:
+            state = self._lock_conversation(conn, conversation_id, user_id, now)
+            first = (state.turn_count or 0) + 1
+            stored = [
+                Turn(
+                    conversation_id=conversation_id,
+                    turn_number=first + offset,
+                    role=turn.role,
+                    content=turn.content,
+                    timestamp=as_utc(turn.timestamp) if turn.timestamp else now,
+                    tokens=turn.tokens,
+                )
+                for offset, turn in enumerate(new_turns)
+            ]
+            conn.execute(
+                turns.insert(),
+                [
+                    {
+                        "conversation_id": conversation_id,
+                        "turn_number": turn.turn_number,
+                        "role": turn.role,
+                        "content": turn.content,
+                        "timestamp": _naive(turn.timestamp),
+                        "tokens_prompt": turn.tokens.prompt if turn.tokens else None,
+                        "tokens_completion": turn.tokens.completion if turn.tokens else None,
+                        "tokens_total": turn.tokens.total if turn.tokens else None,
+                    }
+                    for turn in stored
+                ],
+            )
+            conn.execute(
+                update(conversations)
+                .where(conversations.c.conversation_id == conversation_id)
+                .values(
+                    turn_count=stored[-1].turn_number,
+                    total_tokens=(state.total_tokens or 0)
+                    + sum(turn.token_total for turn in stored),
+                    last_message_at=_naive(max(turn.timestamp for turn in stored)),
+                )
+            )
+            return stored
+
+        result: list[Turn] = self._write(work)
+        return result
+
+    def add_summary(
+        self,
+        conversation_id: str,
+        summary_text: str,
+        turn_range: tuple[int, int],
+        *,
+        token_count: int | None = None,
+        running_summary: str | None = None,
+        user_id: str | None = None,
+    ) -> Summary | None:
+        """Store the summary of a turn range, and optionally the new running summary.
+
+        Both are written in one transaction. A range whose start is already summarized is
+        not written again (consolidation is idempotent).
+
+        Args:
+            conversation_id: The conversation.
+            summary_text: The summary of turns ``turn_range[0]..turn_range[1]``.
+            turn_range: First and last turn number, inclusive.
+            token_count: Tokens of the summary.
+            running_summary: New value of ``conversations.summary``.
+            user_id: When given, the conversation must belong to this user.
+
+        Returns:
+            The stored summary, or ``None`` if the range was already summarized.
+
+        Raises:
+            InvalidInputError: On an empty summary or an invalid range.
+            ConversationNotFoundError: If the conversation does not exist (for the user).
+        """
+        start, end = turn_range
+        if not summary_text.strip():
+            raise InvalidInputError("summary is empty: nothing to store")
+        if "\x00" in summary_text or (running_summary and "\x00" in running_summary):
+            raise InvalidInputError("summary contains a NUL character: remove it")
+        if not 1 <= start <= end:
+            raise InvalidInputError(f"invalid turn range {turn_range}: need 1 <= start <= end")
+        now = utcnow()
+
+        def work(conn: Connection) -> Summary | None:
+            row = conn.execute(
+                select(conversations.c.user_id, conversations.c.turn_count)
+                .where(conversations.c.conversation_id == conversation_id)
+                .with_for_update()
+            ).first()
+            if row is None or (user_id is not None and row.user_id != user_id):
+                raise ConversationNotFoundError(conversation_id)
+            if end > (row.turn_count or 0):
+                raise InvalidInputError(
+                    f"turn range {turn_range} goes past the last stored turn "
+                    f"({row.turn_count or 0})"
+                )
+            inserted = conn.execute(
+                self._insert()(summaries)
+                .values(
+                    conversation_id=conversation_id,
+                    summary_text=summary_text,
+                    turn_range_start=start,
+                    turn_range_end=end,
+                    created_at=now,
+                    token_count=token_count,
+                )
+                .on_conflict_do_nothing(index_elements=["conversation_id", "turn_range_start"])
+                .returning(summaries.c.id)
+            ).first()
+            if inserted is None:
+                return None
+            if running_summary is not None:
+                conn.execute(
+                    update(conversations)
+                    .where(conversations.c.conversation_id == conversation_id)
+                    .values(summary=running_summary)
+                )
+            return Summary(conversation_id, summary_text, start, end, now, token_count)
+
+        try:
+            result: Summary | None = self._write(work)
+        except IntegrityError:  # a concurrent writer stored the same range first
+            return None
+        return result
+
+    def set_status(
+        self, conversation_id: str, status: ConversationStatus, *, user_id: str | None = None
+    ) -> None:
+        """Set a conversation's status (``active``, ``archived`` or ``deleted``)."""
+        if status not in _STATUSES:
+            raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(_STATUSES)}")
+
+        def work(conn: Connection) -> None:
+            statement = update(conversations).where(
+                conversations.c.conversation_id == conversation_id
+            )
+            if user_id is not None:
+                statement = statement.where(conversations.c.user_id == user_id)
+            if conn.execute(statement.values(status=status)).rowcount == 0:
+                raise ConversationNotFoundError(conversation_id)
+
+        self._write(work)
+
+    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> bool:
+        """Remove a conversation with its turns and summaries.
+
+        Returns:
+            Whether a conversation was removed.
+        """
+
+        def work(conn: Connection) -> bool:
+            owner = select(conversations.c.conversation_id).where(
+                conversations.c.conversation_id == conversation_id
+            )
+            if user_id is not None:
+                owner = owner.where(conversations.c.user_id == user_id)
+            if conn.execute(owner.with_for_update()).first() is None:
+                return False
+            for table in (turns, summaries):
+                conn.execute(delete(table).where(table.c.conversation_id == conversation_id))
+            conn.execute(
+                delete(conversations).where(conversations.c.conversation_id == conversation_id)
+            )
+            return True
+
+        deleted: bool = self._write(work)
+        return deleted
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get_conversation(
+        self, conversation_id: str, *, user_id: str | None = None
+    ) -> ConversationInfo | None:
+        """A conversation's row, or ``None`` if it does not exist (for ``user_id``)."""
+        statement = select(conversations).where(conversations.c.conversation_id == conversation_id)
+        if user_id is not None:
+            statement = statement.where(conversations.c.user_id == user_id)
+        rows = self._read(statement)
+        return _conversation(rows[0]) if rows else None
+
+    def list_conversations(
+        self,
+        *,
+        user_id: str | None,
+        status: ConversationStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ConversationInfo]:
+        """Conversations, most recently active first."""
+        statement = select(conversations)
+        if user_id is not None:
+            statement = statement.where(conversations.c.user_id == user_id)
+        if status is not None:
+            statement = statement.where(conversations.c.status == status)
+        statement = statement.order_by(
+            func.coalesce(conversations.c.last_message_at, conversations.c.created_at).desc(),
+            conversations.c.id.desc(),
+        )
+        rows = self._read(statement.limit(max(limit, 0)).offset(max(offset, 0)))
+        return [_conversation(row) for row in rows]
+
+    def get_turns(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> list[Turn]:
+        """Turns with number greater than ``after``, oldest first, at most ``limit``."""
+        statement = select(turns).where(
+            turns.c.conversation_id == conversation_id, turns.c.turn_number > after
+        )
+        statement = self._owned(statement, user_id).order_by(turns.c.turn_number)
+        if limit is not None:
+            statement = statement.limit(max(limit, 0))
+        return [_turn(row) for row in self._read(statement)]
+
+    def recent_turns(
+        self, conversation_id: str, count: int, *, user_id: str | None = None
+    ) -> list[Turn]:
+        """The last ``count`` turns, oldest first."""
+        statement = select(turns).where(turns.c.conversation_id == conversation_id)
+        statement = self._owned(statement, user_id)
+        statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
+        return [_turn(row) for row in reversed(self._read(statement))]
+
+    def get_summaries(self, conversation_id: str, *, user_id: str | None = None) -> list[Summary]:
+        """Every stored range summary, in turn order."""
+        statement = select(summaries).where(summaries.c.conversation_id == conversation_id)
+        statement = self._owned(statement, user_id, summaries.c.conversation_id)
+        rows = self._read(statement.order_by(summaries.c.turn_range_start))
+        return [_summary(row) for row in rows]
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        conversation_id: str | None = None,
+        kinds: Sequence[Kind] = ("turn", "summary"),
+        limit: int = 10,
+    ) -> list[KeywordHit]:
+        """Keyword search over turns and summaries (see :mod:`.search`).
+
+        Args:
+            query: Free text.
+            user_id: Restrict to this user's conversations (``None``: every user).
+            conversation_id: Restrict to one conversation.
+            kinds: ``"turn"``, ``"summary"`` or both.
+            limit: Most hits per kind.
+
+        Returns:
+            Hits, best first within each kind; scores are higher for better matches.
+        """
+        with _storage_errors(), self.engine.connect() as conn:
+            if self._fts is None:
+                self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
+            return keyword_search(
+                conn,
+                query,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                kinds=kinds,
+                limit=limit,
+                use_fts=self._fts,
+            )
+
+    @staticmethod
+    def _owned(statement: Any, user_id: str | None, column: Any = None) -> Any:
+        if user_id is None:
+            return statement
+        owned = select(conversations.c.conversation_id).where(conversations.c.user_id == user_id)
+        return statement.where(
+            (column if column is not None else turns.c.conversation_id).in_(owned)
+        )
+
+    # -- async twins ----------------------------------------------------------------------
+
+    async def aappend_turns(
+        self, conversation_id: str, new_turns: Sequence[NewTurn], *, user_id: str = DEFAULT_USER_ID
+    ) -> list[Turn]:
+        """Async :meth:`append_turns`."""
+        return await run_in_executor(
+            None, self.append_turns, conversation_id, new_turns, user_id=user_id
+        )
+
+    async def aadd_summary(
+        self,
+        conversation_id: str,
+        summary_text: str,
+        turn_range: tuple[int, int],
+        *,
+        token_count: int | None = None,
+        running_summary: str | None = None,
+        user_id: str | None = None,
+    ) -> Summary | None:
+        """Async :meth:`add_summary`."""
+        return await run_in_executor(
+            None,
+            self.add_summary,
+            conversation_id,
+            summary_text,
+            turn_range,
+            token_count=token_count,
+            running_summary=running_summary,
+            user_id=user_id,
+        )
+
+    async def adelete_conversation(
+        self, conversation_id: str, *, user_id: str | None = None
+    ) -> bool:
+        """Async :meth:`delete_conversation`."""
+        return await run_in_executor(
+            None, self.delete_conversation, conversation_id, user_id=user_id
+        )
+
+    async def aget_conversation(
+        self, conversation_id: str, *, user_id: str | None = None
+    ) -> ConversationInfo | None:
+        """Async :meth:`get_conversation`."""
+        return await run_in_executor(None, self.get_conversation, conversation_id, user_id=user_id)
+
+    async def aget_turns(
+        self,
+        conversation_id: str,
+        *,
+        user_id: str | None = None,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> list[Turn]:
+        """Async :meth:`get_turns`."""
+        return await run_in_executor(
+            None, self.get_turns, conversation_id, user_id=user_id, after=after, limit=limit
+        )
+
+    async def arecent_turns(
+        self, conversation_id: str, count: int, *, user_id: str | None = None
+    ) -> list[Turn]:
+        """Async :meth:`recent_turns`."""
+        return await run_in_executor(
+            None, self.recent_turns, conversation_id, count, user_id=user_id
+        )
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        conversation_id: str | None = None,
+        kinds: Sequence[Kind] = ("turn", "summary"),
+        limit: int = 10,
+    ) -> list[KeywordHit]:
+        """Async :meth:`search`."""
+        return await run_in_executor(
+            None,
+            self.search,
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            kinds=kinds,
+            limit=limit,
+        )

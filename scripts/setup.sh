@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Set up memory_chain on a fresh machine: a virtualenv in .venv with torch (CPU) first, then
+# the project. With --test, also the system packages the tests need (PostgreSQL server
+# binaries, installed with apt-get when missing and when we may).
+#
+# Idempotent: a second run with unchanged pyproject.toml does nothing but checks.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+TORCH_VERSION=2.13.0
+WITH_TEST=0
+[[ "${1:-}" == "--test" ]] && WITH_TEST=1
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@";
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@";
+    else return 1; fi
+}
+
+have_postgres() {
+    command -v pg_config >/dev/null 2>&1 && [[ -x "$(pg_config --bindir)/initdb" ]] && return 0
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
+}
+
+if [[ $WITH_TEST -eq 1 ]] && ! have_postgres; then
+    if command -v apt-get >/dev/null 2>&1; then
+        log "installing PostgreSQL (Debian package) for the tier-2 tests"
+        as_root apt-get update -qq || { log "cannot run apt-get: install PostgreSQL by hand"; exit 1; }
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        log "PostgreSQL server binaries (initdb) not found: install PostgreSQL, then rerun"
+        exit 1
+    fi
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating $VENV with $($PYTHON --version)"
+    "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+
+stamp="$VENV/.memory_chain-installed"
+want="$(sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "environment up to date ($VENV)"
+    exit 0
+fi
+
+# torch first: a bare `torch` requirement, resolved alone, pulls a multi-GB CUDA build.
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+    log "installing torch==$TORCH_VERSION (CPU)"
+    "${PIP[@]}" install "torch==$TORCH_VERSION"
+fi
+log "installing memory_chain and its dependencies"
+"${PIP[@]}" install -c requirements/constraints.txt -e ".[dev]"
+echo "$want" > "$stamp"
+log "done: activate with 'source $VENV/bin/activate'"

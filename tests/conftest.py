@@ -1,0 +1,74 @@
+"""Shared fixtures: tier-2 databases on SQLite and on a real PostgreSQL started by the run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from tests.postgres import find_bindir, postgres_server
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+_database_numbers = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a PostgreSQL server for this test run (started here, stopped at the end)."""
+    if find_bindir() is None:
+        reason = (
+            "PostgreSQL server binaries (initdb) are not installed: run `make test` or "
+            "`bash scripts/setup.sh --test`, which install Debian's postgresql"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with postgres_server() as url:
+        yield url
+
+
+def _fresh_postgres_database(server_url: str) -> str:
+    name = f"memory_chain_test_{os.getpid()}_{next(_database_numbers)}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty tier-2 database: SQLite in a temp folder, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'memory.db'}"
+    server_url: str = request.getfixturevalue("postgres_url")
+    return _fresh_postgres_database(server_url)
+
+
+@pytest.fixture
+def engine(sql_url: str) -> Iterator[Engine]:
+    """A migrated tier-2 engine."""
+    engine = create_sql_engine(sql_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def store(engine: Engine) -> SQLStore:
+    """A tier-2 store on a fresh database."""
+    return SQLStore(engine, max_message_chars=100_000)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SQLStore]:
+    """A tier-2 store on SQLite only (for tests of tier 1 that need a source)."""
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
+    upgrade(engine)
+    yield SQLStore(engine)
+    engine.dispose()

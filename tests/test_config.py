@@ -1,0 +1,63 @@
+"""Settings: the seed's names, the MEMORY_CHAIN_ prefix and laptop defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from memory_chain.config import MemorySettings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    for name in list(__import__("os").environ):
+        if name.startswith("MEMORY_CHAIN_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_work_without_any_service() -> None:
+    settings = MemorySettings()
+    assert settings.memory_tier1_max_turns == 10
+    assert settings.memory_tier2_summary_threshold == 10
+    assert settings.memory_tier3_enabled is True
+    assert settings.qdrant_collection_conversations == "conversation_memory"
+    assert settings.qdrant_collection_documents == "documents"
+    assert settings.qdrant_collection_user_facts == "user_facts"
+    assert settings.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert settings.embedding_dimension == 384
+    assert settings.qdrant_port == 6333
+    assert settings.sql_url == "sqlite:///data/memory.db"
+    assert settings.vector_path == Path("data/vectors")
+    assert settings.qdrant_server_url is None
+
+
+def test_environment_prefix_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_CHAIN_DATA_DIR", "/srv/mc")
+    monkeypatch.setenv("MEMORY_CHAIN_MEMORY_TIER1_MAX_TURNS", "20")
+    monkeypatch.setenv("MEMORY_CHAIN_QDRANT_HOST", "qdrant")
+    settings = MemorySettings()
+    assert settings.memory_tier1_max_turns == 20
+    assert settings.sql_url == "sqlite:////srv/mc/memory.db"
+    assert settings.qdrant_server_url == "http://qdrant:6333"
+    monkeypatch.setenv("MEMORY_CHAIN_QDRANT_URL", "https://cluster.example:6334")
+    monkeypatch.setenv("MEMORY_CHAIN_DATABASE_URL", "postgresql+psycopg://u@db/memory")
+    settings = MemorySettings()
+    assert settings.qdrant_server_url == "https://cluster.example:6334"
+    assert settings.sql_url == "postgresql+psycopg://u@db/memory"
+
+
+def test_sqlite_path_setting_and_env_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("MEMORY_CHAIN_SQLITE_DATABASE_PATH=/app/data/memory.db\n")
+    assert MemorySettings().sql_url == "sqlite:////app/data/memory.db"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("memory_tier1_max_turns", 0), ("qdrant_port", 70_000), ("database_url", " ")],
+)
+def test_bad_values_are_refused(field: str, value: object) -> None:
+    with pytest.raises(ValidationError):
+        MemorySettings(**{field: value})

@@ -1,0 +1,92 @@
+"""The migrated schema is the seed's, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, inspect
+
+from memory_chain.errors import SchemaNotReadyError
+from memory_chain.tiers.sql import check_schema, create_sql_engine, upgrade
+from memory_chain.tiers.sql.migrate import current_revision, downgrade, head_revision
+from memory_chain.tiers.sql.models import Base
+
+SEED_COLUMNS = {
+    "conversations": [
+        "id", "conversation_id", "user_id", "created_at", "last_message_at", "turn_count",
+        "total_tokens", "summary", "status",
+    ],
+    "conversation_turns": [
+        "id", "conversation_id", "turn_number", "role", "content", "timestamp",
+        "tokens_prompt", "tokens_completion", "tokens_total",
+    ],
+    "conversation_summaries": [
+        "id", "conversation_id", "summary_text", "turn_range_start", "turn_range_end",
+        "created_at", "token_count",
+    ],
+}  # fmt: skip
+
+
+def test_tables_columns_and_indexes_are_the_seeds(engine: Engine) -> None:
+    inspector = inspect(engine)
+    for table, columns in SEED_COLUMNS.items():
+        assert [c["name"] for c in inspector.get_columns(table)] == columns
+    indexes = {i["name"]: i for i in inspector.get_indexes("conversation_turns")}
+    assert indexes["idx_conversation_id"]["column_names"] == ["conversation_id"]
+    assert indexes["idx_timestamp"]["column_names"] == ["timestamp"]
+    summary_indexes = {i["name"]: i for i in inspector.get_indexes("conversation_summaries")}
+    assert summary_indexes["idx_summary_conv"]["column_names"] == ["conversation_id"]
+    uniques = inspector.get_unique_constraints("conversation_turns")
+    assert any(u["column_names"] == ["conversation_id", "turn_number"] for u in uniques)
+    nullable = {c["name"]: c["nullable"] for c in inspector.get_columns("conversation_turns")}
+    assert not nullable["content"]
+    assert not nullable["role"]
+    fks = inspector.get_foreign_keys("conversation_turns")
+    assert fks[0]["referred_table"] == "conversations"
+    assert fks[0]["referred_columns"] == ["conversation_id"]
+
+
+def test_models_match_the_migrations(engine: Engine) -> None:
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    # Full-text tables/indexes live outside the models on purpose.
+    relevant = [d for d in diff if "_fts" not in str(d)]
+    assert relevant == []
+
+
+def test_check_schema_and_round_trip(sql_url: str) -> None:
+    engine = create_sql_engine(sql_url)
+    try:
+        with pytest.raises(SchemaNotReadyError, match="memory-chain migrate"):
+            check_schema(engine)
+        upgrade(engine)
+        check_schema(engine)
+        assert current_revision(engine) == head_revision()
+        upgrade(engine)  # idempotent
+        downgrade(engine, "base")
+        assert current_revision(engine) is None
+        assert inspect(engine).get_table_names() == ["alembic_version"]
+        upgrade(engine)
+        assert set(SEED_COLUMNS) <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_runs_in_wal_with_fts5(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "memory.db"
+    engine = create_sql_engine(f"sqlite:///{path}")
+    upgrade(engine)  # creates the folder
+    engine.dispose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert {"conversation_turns_fts", "conversation_summaries_fts"} <= names
+
+
+def test_in_memory_sqlite_is_refused() -> None:
+    with pytest.raises(ValueError, match="file path"):
+        create_sql_engine("sqlite://")

@@ -1,0 +1,387 @@
+"""Tier 2 behaviour, run on SQLite and on a real PostgreSQL (the ``sql_url`` fixture)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from memory_chain.errors import ConversationNotFoundError, InvalidInputError, SchemaNotReadyError
+from memory_chain.schemas import NewTurn, TokenUsage
+from memory_chain.tiers.sql import SQLStore, create_sql_engine
+from memory_chain.tiers.sql.models import conversations, summaries, turns
+
+
+def _snapshot(store: SQLStore) -> tuple[list[tuple[object, ...]], ...]:
+    with store.engine.connect() as conn:
+        return tuple(
+            [tuple(row) for row in conn.execute(select(table).order_by(table.c.id))]
+            for table in (conversations, turns, summaries)
+        )
+
+
+def test_append_numbers_turns_and_updates_conversation(store: SQLStore) -> None:
+    first = store.append_turns(
+        "conv-1",
+        [NewTurn("user", "What is FastAPI?", tokens=TokenUsage(total=5))],
+        user_id="alice",
+    )
+    second = store.append_turns(
+        "conv-1",
+        [
+            NewTurn(
+                "assistant",
+                "A Python web framework.",
+                tokens=TokenUsage(total=135, prompt=15, completion=120),
+            ),
+            NewTurn("user", "Thanks"),
+        ],
+        user_id="alice",
+    )
+    assert [t.turn_number for t in first + second] == [1, 2, 3]
+    info = store.get_conversation("conv-1")
+    assert info is not None
+    assert info.user_id == "alice"
+    assert info.turn_count == 3
+    assert info.total_tokens == 140
+    assert info.status == "active"
+    assert info.last_message_at is not None
+    assert info.last_message_at.tzinfo is not None
+
+    stored = store.get_turns("conv-1")
+    assert [(t.turn_number, t.role, t.content) for t in stored] == [
+        (1, "user", "What is FastAPI?"),
+        (2, "assistant", "A Python web framework."),
+        (3, "user", "Thanks"),
+    ]
+    assert stored[1].tokens == TokenUsage(total=135, prompt=15, completion=120)
+    assert stored[2].tokens is None
+    assert stored[0].timestamp.tzinfo is not None
+
+
+def test_explicit_timestamps_round_trip_in_utc(store: SQLStore) -> None:
+    when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC) + timedelta(hours=0)
+    store.append_turns("conv-t", [NewTurn("user", "hello", timestamp=when)])
+    (turn,) = store.get_turns("conv-t")
+    assert turn.timestamp == when
+
+
+def test_recent_turns_and_paging(store: SQLStore) -> None:
+    store.append_turns("c", [NewTurn("user", f"message {i}") for i in range(1, 13)])
+    assert [t.turn_number for t in store.recent_turns("c", 5)] == [8, 9, 10, 11, 12]
+    assert [t.turn_number for t in store.get_turns("c", after=3, limit=4)] == [4, 5, 6, 7]
+    assert store.recent_turns("missing", 5) == []
+
+
+def test_other_users_conversation_is_invisible_and_unwritable(store: SQLStore) -> None:
+    store.append_turns("shared-id", [NewTurn("user", "alice's secret plan")], user_id="alice")
+    before = _snapshot(store)
+    with pytest.raises(ConversationNotFoundError):
+        store.append_turns("shared-id", [NewTurn("user", "bob writes")], user_id="bob")
+    assert _snapshot(store) == before
+    assert store.get_conversation("shared-id", user_id="bob") is None
+    assert store.get_turns("shared-id", user_id="bob") == []
+    assert store.recent_turns("shared-id", 3, user_id="bob") == []
+    assert store.search("secret plan", user_id="bob") == []
+    assert store.list_conversations(user_id="bob") == []
+    assert not store.delete_conversation("shared-id", user_id="bob")
+    with pytest.raises(ConversationNotFoundError):
+        store.set_status("shared-id", "archived", user_id="bob")
+    assert [t.content for t in store.get_turns("shared-id", user_id="alice")] == [
+        "alice's secret plan"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("turn", "message"),
+    [
+        (NewTurn("user", ""), "empty"),
+        (NewTurn("user", "   \n"), "empty"),
+        (NewTurn("robot", "hello"), "unknown role"),  # type: ignore[arg-type]
+        (NewTurn("user", "x" * 10_000_000), "more than"),
+        (NewTurn("user", "nul \x00 byte"), "NUL"),
+        (NewTurn("user", "hi", tokens=TokenUsage(total=-1)), "negative"),
+    ],
+)
+def test_bad_turns_are_rejected_and_nothing_changes(
+    store: SQLStore, turn: NewTurn, message: str
+) -> None:
+    store.append_turns("conv-1", [NewTurn("user", "kept")])
+    before = _snapshot(store)
+    with pytest.raises(InvalidInputError, match=message):
+        # A good turn first: the whole batch must be refused, not just the bad turn.
+        store.append_turns("conv-1", [NewTurn("user", "good"), turn])
+    assert _snapshot(store) == before
+
+
+@pytest.mark.parametrize(
+    "conversation_id", ["", " ", "../etc/passwd", "a/b", "x" * 129, "conv\n1", "ünïcode", "-lead"]
+)
+def test_invalid_conversation_ids_are_rejected(store: SQLStore, conversation_id: str) -> None:
+    with pytest.raises(InvalidInputError, match="invalid conversation id"):
+        store.append_turns(conversation_id, [NewTurn("user", "hello")])
+    assert _snapshot(store) == ([], [], [])
+
+
+def test_summaries_are_stored_once_per_range(store: SQLStore) -> None:
+    store.append_turns("c", [NewTurn("user", f"turn {i}") for i in range(10)], user_id="u")
+    stored = store.add_summary(
+        "c", "They talked about turns.", (1, 10), token_count=6, running_summary="Turns."
+    )
+    assert stored is not None
+    assert (stored.turn_range_start, stored.turn_range_end) == (1, 10)
+    assert store.add_summary("c", "A second try.", (1, 10), running_summary="Other.") is None
+    assert [s.summary_text for s in store.get_summaries("c")] == ["They talked about turns."]
+    info = store.get_conversation("c")
+    assert info is not None
+    assert info.summary == "Turns."
+
+
+def test_concurrent_summaries_of_one_range_write_one(store: SQLStore) -> None:
+    store.append_turns("c", [NewTurn("user", f"turn {i}") for i in range(10)])
+    results: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def consolidate(i: int) -> None:
+        barrier.wait()
+        results.append(store.add_summary("c", f"summary {i}", (1, 10)))
+
+    threads = [threading.Thread(target=consolidate, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(result is not None for result in results) == 1
+    assert len(store.get_summaries("c")) == 1
+
+
+@pytest.mark.parametrize(
+    ("turn_range", "message"),
+    [((0, 3), "invalid turn range"), ((5, 4), "invalid"), ((1, 99), "past")],
+)
+def test_bad_summary_ranges_are_rejected(
+    store: SQLStore, turn_range: tuple[int, int], message: str
+) -> None:
+    store.append_turns("c", [NewTurn("user", "one"), NewTurn("assistant", "two")])
+    with pytest.raises(InvalidInputError, match=message):
+        store.add_summary("c", "summary", turn_range)
+    assert store.get_summaries("c") == []
+
+
+def test_summary_of_unknown_or_foreign_conversation(store: SQLStore) -> None:
+    store.append_turns("c", [NewTurn("user", "one")], user_id="alice")
+    with pytest.raises(ConversationNotFoundError):
+        store.add_summary("missing", "summary", (1, 1))
+    with pytest.raises(ConversationNotFoundError):
+        store.add_summary("c", "summary", (1, 1), user_id="bob")
+
+
+def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
+    store.append_turns(
+        "c1",
+        [
+            NewTurn("user", "What is FastAPI?"),
+            NewTurn("assistant", "FastAPI is a modern Python web framework for APIs."),
+            NewTurn("user", "And what about the weather in Lisbon?"),
+        ],
+        user_id="u",
+    )
+    store.append_turns(
+        "c2", [NewTurn("user", "Django or FastAPI for a REST backend?")], user_id="u"
+    )
+    store.add_summary("c1", "Discussed FastAPI, then Lisbon weather.", (1, 3))
+
+    hits = store.search("What did we discuss about FastAPI?", user_id="u", conversation_id="c1")
+    turn_hits = [h for h in hits if h.kind == "turn"]
+    summary_hits = [h for h in hits if h.kind == "summary"]
+    assert {h.turn_number for h in turn_hits} == {1, 2}
+    assert all(h.conversation_id == "c1" for h in hits)
+    assert [h.turn_range for h in summary_hits] == [(1, 3)]
+    assert all(a.score >= b.score for a, b in itertools.pairwise(turn_hits))
+
+    everywhere = store.search("fastapi", user_id="u", kinds=("turn",))
+    assert {(h.conversation_id, h.turn_number) for h in everywhere} == {
+        ("c1", 1),
+        ("c1", 2),
+        ("c2", 1),
+    }
+    # Stemming: "frameworks" finds "framework" (FTS5 porter / PostgreSQL english).
+    assert [h.turn_number for h in store.search("frameworks", user_id="u", kinds=("turn",))] == [2]
+    assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"unbalanced',
+        "NEAR(a b)",
+        "a AND OR NOT",
+        "col:value",
+        "x* ^y",
+        "100% _wild_ \\ escape",
+        "'; DROP TABLE conversation_turns; --",
+        "!(a & b) | c:*",
+        "",
+        "???",
+        "a" * 5000,
+    ],
+)
+def test_search_metacharacters_are_plain_text(store: SQLStore, query: str) -> None:
+    store.append_turns("c", [NewTurn("user", "escape the wild value 100 percent")], user_id="u")
+    before = _snapshot(store)
+    hits = store.search(query, user_id="u")
+    assert isinstance(hits, list)
+    assert _snapshot(store) == before
+
+
+def test_search_finds_words_inside_metacharacters(store: SQLStore) -> None:
+    store.append_turns("c", [NewTurn("user", "the deploy key is in vault")], user_id="u")
+    hits = store.search('"vault" OR (deploy*)', user_id="u", kinds=("turn",))
+    assert [h.turn_number for h in hits] == [1]
+
+
+def test_delete_removes_every_row_and_archive_keeps_them(store: SQLStore) -> None:
+    store.append_turns("gone", [NewTurn("user", "delete me")], user_id="u")
+    store.add_summary("gone", "summary", (1, 1))
+    store.append_turns("kept", [NewTurn("user", "keep me")], user_id="u")
+    store.set_status("kept", "archived", user_id="u")
+
+    assert store.delete_conversation("gone", user_id="u")
+    assert not store.delete_conversation("gone", user_id="u")
+    assert store.get_conversation("gone") is None
+    assert store.get_turns("gone") == []
+    assert store.get_summaries("gone") == []
+    assert store.search("delete", user_id="u") == []
+
+    info = store.get_conversation("kept")
+    assert info is not None
+    assert info.status == "archived"
+    assert [
+        c.conversation_id for c in store.list_conversations(user_id="u", status="archived")
+    ] == ["kept"]
+    # A deleted conversation id starts again at turn 1.
+    assert store.append_turns("gone", [NewTurn("user", "again")], user_id="u")[0].turn_number == 1
+
+
+def test_list_conversations_most_recent_first_with_paging(store: SQLStore) -> None:
+    base = datetime(2025, 1, 1, tzinfo=UTC)
+    for i in range(5):
+        store.append_turns(
+            f"c{i}", [NewTurn("user", "hi", timestamp=base + timedelta(days=i))], user_id="u"
+        )
+    store.append_turns("other", [NewTurn("user", "hi")], user_id="someone-else")
+    listed = store.list_conversations(user_id="u")
+    assert [c.conversation_id for c in listed] == ["c4", "c3", "c2", "c1", "c0"]
+    assert [
+        c.conversation_id for c in store.list_conversations(user_id="u", limit=2, offset=1)
+    ] == [
+        "c3",
+        "c2",
+    ]
+    assert len(store.list_conversations(user_id=None)) == 6
+
+
+def test_concurrent_writers_get_contiguous_turn_numbers(store: SQLStore) -> None:
+    writers, per_writer = 32, 5
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_writer):
+                batch = [NewTurn("user", f"w{writer} m{i}"), NewTurn("assistant", f"r{writer} {i}")]
+                store.append_turns("hot", batch)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = store.get_turns("hot")
+    total = writers * per_writer * 2
+    assert [t.turn_number for t in stored] == list(range(1, total + 1))
+    # Each batch stays together: a user turn is followed by its own reply.
+    for user_turn, reply in zip(stored[::2], stored[1::2], strict=True):
+        assert user_turn.content.replace("w", "r", 1).replace(" m", " ") == reply.content
+    info = store.get_conversation("hot")
+    assert info is not None
+    assert info.turn_count == total
+
+
+async def test_async_methods(store: SQLStore) -> None:
+    stored = await store.aappend_turns("a", [NewTurn("user", "async hello")], user_id="u")
+    assert stored[0].turn_number == 1
+    assert [t.content for t in await store.aget_turns("a", user_id="u")] == ["async hello"]
+    assert [t.content for t in await store.arecent_turns("a", 1, user_id="u")] == ["async hello"]
+    info = await store.aget_conversation("a", user_id="u")
+    assert info is not None
+    assert [h.turn_number for h in await store.asearch("hello", user_id="u")] == [1]
+    assert await store.aadd_summary("a", "greeting", (1, 1), user_id="u") is not None
+    assert await store.adelete_conversation("a", user_id="u")
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(turns)).scalar_one() == 0
+
+
+def test_unmigrated_database_says_how_to_fix(sql_url: str) -> None:
+    engine = create_sql_engine(sql_url)
+    try:
+        store = SQLStore(engine)
+        with pytest.raises(SchemaNotReadyError, match="memory-chain migrate"):
+            store.append_turns("c", [NewTurn("user", "hello")])
+        with pytest.raises(SchemaNotReadyError, match="memory-chain migrate"):
+            store.get_turns("c")
+    finally:
+        engine.dispose()
+
+
+_PROCESS_WRITER = """
+import sys, threading
+from memory_chain.schemas import NewTurn
+from memory_chain.tiers.sql import SQLStore, create_sql_engine
+
+store = SQLStore(create_sql_engine(sys.argv[1]))
+process = sys.argv[2]
+barrier = threading.Barrier(8)
+
+def write(thread):
+    barrier.wait()
+    for i in range(5):
+        store.append_turns("shared", [NewTurn("user", f"p{process} t{thread} {i}"),
+                                      NewTurn("assistant", f"reply p{process} t{thread} {i}")])
+
+threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("done")
+"""
+
+
+def test_concurrent_processes_get_contiguous_turn_numbers(store: SQLStore, sql_url: str) -> None:
+    """4 processes x 8 threads (32 writers, separate engines), as several API replicas would."""
+    import subprocess
+    import sys
+
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PROCESS_WRITER, sql_url, str(p)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(4)
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, err
+        assert out.strip() == "done"
+    stored = store.get_turns("shared")
+    assert [t.turn_number for t in stored] == list(range(1, 4 * 8 * 5 * 2 + 1))
+    for user_turn, reply in zip(stored[::2], stored[1::2], strict=True):
+        assert reply.content == "reply " + user_turn.content

@@ -241,7 +241,9 @@ def load_into(
         total_tokens=info.total_tokens,
     )
     buffer.put(conversation_id, recent, metadata, user_id=user_id)
-    return [to_message(turn) for turn in recent[-buffer.max_turns :]]
+    cached = buffer.get_messages(conversation_id, user_id)
+    # None only if a tiny buffer evicted the entry at once.
+    return cached if cached is not None else [to_message(turn) for turn in recent]
 
 
 class BufferChatMessageHistory(BaseChatMessageHistory):

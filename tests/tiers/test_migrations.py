@@ -90,3 +90,30 @@ def test_sqlite_runs_in_wal_with_fts5(tmp_path: Path) -> None:
 def test_in_memory_sqlite_is_refused() -> None:
     with pytest.raises(ValueError, match="file path"):
         create_sql_engine("sqlite://")
+
+
+def test_sqlite_full_text_index_follows_inserts_and_deletes(tmp_path: Path) -> None:
+    from memory_chain.schemas import NewTurn
+    from memory_chain.tiers.sql import SQLStore
+
+    path = tmp_path / "memory.db"
+    engine = create_sql_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    store = SQLStore(engine)
+    store.append_turns("c1", [NewTurn("user", "zebra crossing")], user_id="u1")
+    store.append_turns("c2", [NewTurn("user", "zebra stripes")], user_id="u2")
+    store.add_summary("c1", "zebra talk", (1, 1))
+
+    def fts_count(table: str, match: str) -> int:
+        with sqlite3.connect(path) as conn:
+            query = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+            return int(conn.execute(query, (match,)).fetchone()[0])
+
+    assert fts_count("conversation_turns_fts", "body:zebra") == 2
+    assert fts_count("conversation_turns_fts", f'scope:"c{b"c1".hex()}" AND zebra') == 1
+    assert fts_count("conversation_turns_fts", f'scope:"u{b"u2".hex()}" AND zebra') == 1
+    assert store.delete_conversation("c1")
+    # The contentless index dropped the rows (wrong delete values would leave them behind).
+    assert fts_count("conversation_turns_fts", "body:zebra") == 1
+    assert fts_count("conversation_summaries_fts", "body:zebra") == 0
+    engine.dispose()

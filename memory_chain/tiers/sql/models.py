@@ -4,7 +4,8 @@ The tables are created by the Alembic migrations in ``migrations/`` (``memory-ch
 or :func:`memory_chain.tiers.sql.migrate.upgrade`), never by a constructor. These definitions
 are what the queries are built from; a test checks that they match the migrated schema.
 
-Beyond the seed: a unique index on ``(conversation_id, turn_range_start)`` of
+Beyond the seed: an index on ``conversations(user_id)`` (every read is scoped to a user), a
+unique index on ``(conversation_id, turn_range_start)`` of
 ``conversation_summaries``, so that a repeated or concurrent consolidation of one range cannot
 write two summaries, and the full-text indexes that keyword search uses (FTS5 tables on SQLite,
 GIN expression indexes on PostgreSQL), which the migration creates outside these models.
@@ -40,7 +41,10 @@ class ConversationRow(Base):
     """``conversations``: one row per conversation, with its running summary."""
 
     __tablename__ = "conversations"
-    __table_args__ = {"sqlite_autoincrement": True}
+    __table_args__ = (
+        Index("idx_conversations_user", "user_id"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     conversation_id: Mapped[str] = mapped_column(Text, unique=True, nullable=False)

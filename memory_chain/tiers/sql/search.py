@@ -80,17 +80,44 @@ def _typed(kind: Kind, sql: str) -> TextualSelect:
     return text(sql).columns(**{_TIME_COLUMN[kind]: TIMESTAMP})
 
 
+def fts_phrase(token: str) -> str:
+    """An FTS5 string literal: nothing inside it is parsed as query syntax."""
+    return '"' + token.replace('"', '""') + '"'
+
+
+def scope_tokens(user_id: str | None, conversation_id: str | None) -> list[str]:
+    """The scope tokens the FTS5 triggers index (see migration 0001)."""
+    tokens = []
+    if conversation_id is not None:
+        tokens.append("c" + conversation_id.encode().hex())
+    if user_id is not None:
+        tokens.append("u" + user_id.encode().hex())
+    return tokens
+
+
 def _sqlite_fts(
-    kind: Kind, words: Sequence[str], scope: str
+    kind: Kind,
+    words: Sequence[str],
+    scope: str,
+    user_id: str | None,
+    conversation_id: str | None,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, columns = _SOURCES[kind]
-    # Each word is a quoted FTS5 string: nothing in it is parsed as syntax.
-    match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+    match = "body : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
+    # The scope tokens narrow the search inside the index; the SQL conditions in `scope` stay
+    # the authority on what a caller may see.
+    for token in scope_tokens(user_id, conversation_id):
+        match = f"scope : {fts_phrase(token)} AND {match}"
+    # Rank inside the index first, then join only the best rows. The scope tokens already
+    # select the caller's rows; should two ids ever stem to one token, the SQL conditions drop
+    # the stranger's rows (the result is then short, never wrong).
     sql = (
-        f"SELECT {columns}, -bm25({table}_fts) AS score FROM {table}_fts "
-        f"JOIN {table} t ON t.id = {table}_fts.rowid "
+        f"SELECT {columns}, m.score FROM ("
+        f"SELECT rowid, -bm25({table}_fts, 1.0, 0.0) AS score FROM {table}_fts "
+        f"WHERE {table}_fts MATCH :match ORDER BY score DESC LIMIT :limit) m "
+        f"JOIN {table} t ON t.id = m.rowid "
         "JOIN conversations c ON c.conversation_id = t.conversation_id "
-        f"WHERE {table}_fts MATCH :match{scope} ORDER BY score DESC LIMIT :limit"
+        f"WHERE 1 = 1{scope} ORDER BY m.score DESC"
     )
     return _typed(kind, sql), {"match": match}
 
@@ -173,7 +200,7 @@ def keyword_search(
         if dialect == "postgresql":
             statement, extra = _postgres_fts(kind, words, scope)
         elif dialect == "sqlite" and use_fts:
-            statement, extra = _sqlite_fts(kind, words, scope)
+            statement, extra = _sqlite_fts(kind, words, scope, user_id, conversation_id)
         else:
             statement, extra = _like(kind, words, scope)
         rows = connection.execute(statement, {**params, **extra, "limit": limit}).all()

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables.config import run_in_executor
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, delete, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -483,11 +483,14 @@ class SQLStore:
 
     @staticmethod
     def _owned(statement: Any, user_id: str | None, column: Any = None) -> Any:
+        """Restrict ``statement`` to conversations of ``user_id`` (one indexed lookup)."""
         if user_id is None:
             return statement
-        owned = select(conversations.c.conversation_id).where(conversations.c.user_id == user_id)
+        target = column if column is not None else turns.c.conversation_id
         return statement.where(
-            (column if column is not None else turns.c.conversation_id).in_(owned)
+            exists().where(
+                conversations.c.conversation_id == target, conversations.c.user_id == user_id
+            )
         )
 
     # -- async twins ----------------------------------------------------------------------

@@ -13,8 +13,16 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-# Full-text tables of SQLite: external-content FTS5 tables kept in step by triggers.
+# Full-text tables of SQLite: contentless FTS5 tables kept in step by triggers. Besides the
+# text, each row indexes a "scope" of two tokens, "c<hex conversation id>" and "u<hex user
+# id>", so a search within one conversation or one user intersects with that scope inside the
+# index instead of ranking every match in the database first.
 _FTS = (("conversation_turns", "content"), ("conversation_summaries", "summary_text"))
+
+
+def _scope(row: str) -> str:
+    owner = f"(SELECT user_id FROM conversations WHERE conversation_id = {row}.conversation_id)"
+    return f"'c' || hex({row}.conversation_id) || ' u' || hex(COALESCE({owner}, ''))"
 
 
 def _sqlite_has_fts5() -> bool:
@@ -26,12 +34,16 @@ def _create_sqlite_fts() -> None:
     for table, column in _FTS:
         fts = f"{table}_fts"
         op.execute(
-            f"CREATE VIRTUAL TABLE {fts} USING fts5({column}, content='{table}', "
-            "content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')"
+            f"CREATE VIRTUAL TABLE {fts} USING fts5(body, scope, content='', "
+            "tokenize='porter unicode61 remove_diacritics 2')"
         )
-        add = f"INSERT INTO {fts}(rowid, {column}) VALUES (new.id, new.{column});"
+        add = (
+            f"INSERT INTO {fts}(rowid, body, scope) VALUES (new.id, new.{column}, {_scope('new')});"
+        )
+        # A contentless table deletes a row given the values it indexed.
         remove = (
-            f"INSERT INTO {fts}({fts}, rowid, {column}) VALUES ('delete', old.id, old.{column});"
+            f"INSERT INTO {fts}({fts}, rowid, body, scope) "
+            f"VALUES ('delete', old.id, old.{column}, {_scope('old')});"
         )
         op.execute(f"CREATE TRIGGER {table}_fts_ai AFTER INSERT ON {table} BEGIN {add} END")
         op.execute(f"CREATE TRIGGER {table}_fts_ad AFTER DELETE ON {table} BEGIN {remove} END")
@@ -98,6 +110,7 @@ def upgrade() -> None:
         sa.Column("token_count", sa.Integer),
         sqlite_autoincrement=True,
     )
+    op.create_index("idx_conversations_user", "conversations", ["user_id"])
     op.create_index("idx_conversation_id", "conversation_turns", ["conversation_id"])
     op.create_index("idx_timestamp", "conversation_turns", ["timestamp"])
     op.create_index("idx_summary_conv", "conversation_summaries", ["conversation_id"])

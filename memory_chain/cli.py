@@ -54,6 +54,39 @@ def migrate() -> None:
 
 
 @app.command()
+def reindex(
+    user: Annotated[str | None, typer.Option(help="Only this user's conversations.")] = None,
+    conversation: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
+) -> None:
+    """Rebuild tier 3 (vectors) from tier 2 (SQL): everything, one user or one conversation."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from memory_chain.services import open_services
+
+    settings = _settings()
+    services = open_services(settings)
+    try:
+        if services.vectors is None:
+            raise typer.BadParameter("tier 3 is disabled (MEMORY_CHAIN_MEMORY_TIER3_ENABLED)")
+        scope = conversation or (f"user {user}" if user else "every conversation")
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+        ) as bar:
+            task = bar.add_task(f"embedding {scope}", total=None)
+            done = services.vectors.indexer.reindex(
+                user_id=user,
+                conversation_id=conversation,
+                progress=lambda finished, total: bar.update(task, completed=finished, total=total),
+            )
+        typer.echo(f"reindexed {done} turns into {services.vectors.backend}")
+    finally:
+        services.close()
+
+
+@app.command()
 def stats() -> None:
     """Print counts of conversations, turns and summaries as JSON."""
     from sqlalchemy import func, select

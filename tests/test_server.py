@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from memory_chain.api import create_app
 from memory_chain.config import MemorySettings
+from memory_chain.tiers.sql.migrate import head_revision
 from tests.postgres import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,8 +26,24 @@ def test_health_in_process(tmp_path: Path) -> None:
     with TestClient(app) as client:
         body = client.get("/health").json()
     assert body["status"] == "ok"
-    assert body["tier2"] == {"dialect": "sqlite", "schema_revision": "0001"}
+    assert body["tier2"] == {"dialect": "sqlite", "schema_revision": head_revision()}
+    assert body["tier3"]["enabled"] is True
+    assert body["tier3"]["backend"].startswith("embedded")
+    assert body["tier3"]["available"] is True
+    assert body["tier3"]["queued_turns"] == 0
     assert (tmp_path / "data" / "memory.db").is_file()
+    assert (tmp_path / "data" / "vectors").is_dir()
+
+
+def test_health_reports_an_unreachable_qdrant(tmp_path: Path) -> None:
+    settings = MemorySettings(
+        data_dir=tmp_path / "data", qdrant_url=f"http://127.0.0.1:{free_port()}"
+    )
+    with TestClient(create_app(settings)) as client:
+        body = client.get("/health").json()
+    assert body["status"] == "ok"  # tiers 1-2 keep working
+    assert body["tier3"]["available"] is False
+    assert "unreachable" in body["tier3"]["last_error"]
 
 
 @pytest.mark.parametrize(
@@ -39,6 +56,8 @@ def test_real_server_starts_migrates_and_stops(tmp_path: Path, command: str) -> 
         "MEMORY_CHAIN_DATA_DIR": str(tmp_path / "data"),
         "MEMORY_CHAIN_SERVER_PORT": str(port),
         "HF_HUB_OFFLINE": "1",
+        # Tier 3 (and its model) once is enough; the other commands only need to start.
+        "MEMORY_CHAIN_MEMORY_TIER3_ENABLED": str(command == "memory-chain serve").lower(),
     }
     bindir = Path(sys.executable).parent
     argv = {
@@ -67,7 +86,7 @@ def test_real_server_starts_migrates_and_stops(tmp_path: Path, command: str) -> 
                 time.sleep(0.2)
         assert body is not None, f"server did not answer; exit code {process.poll()}"
         assert body["status"] == "ok"
-        assert body["tier2"]["schema_revision"] == "0001"
+        assert body["tier2"]["schema_revision"] == head_revision()
         assert (tmp_path / "data" / "memory.db").is_file()
     finally:
         process.send_signal(signal.SIGTERM)

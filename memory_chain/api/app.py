@@ -9,49 +9,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from langchain_core.runnables.config import run_in_executor
-from sqlalchemy import Engine
 
 from memory_chain import __version__
 from memory_chain.api.errors import install_error_handlers
 from memory_chain.config import MemorySettings
-from memory_chain.tiers.buffer import TurnBuffer
-from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-from memory_chain.tiers.sql.migrate import current_revision
+from memory_chain.services import Services, open_services
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Services:
-    """What the routes use; built once at start-up."""
-
-    settings: MemorySettings
-    engine: Engine
-    store: SQLStore
-    buffer: TurnBuffer
-    schema_revision: str | None
-
-
-def open_services(settings: MemorySettings) -> Services:
-    """Migrate the database and open the stores."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    engine = create_sql_engine(settings.sql_url, sqlite_synchronous=settings.sqlite_synchronous)
-    upgrade(engine)
-    return Services(
-        schema_revision=current_revision(engine),
-        settings=settings,
-        engine=engine,
-        store=SQLStore(engine, max_message_chars=settings.max_message_chars),
-        buffer=TurnBuffer(
-            max_turns=settings.memory_tier1_max_turns,
-            max_conversations=settings.memory_tier1_max_conversations,
-        ),
-    )
 
 
 def get_services(request: Request) -> Services:
@@ -61,6 +30,21 @@ def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def _tier3_health(services: Services) -> dict[str, Any]:
+    vectors = services.vectors
+    if vectors is None:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "backend": vectors.backend,
+        "available": vectors.worker.index_open and vectors.worker.last_error is None,
+        "last_error": vectors.worker.last_error,
+        "queued_turns": EmbeddingOutbox(services.store).count(),
+        "embedding_model": vectors.embeddings.model_name,
+        "embedding_model_loaded": vectors.embeddings.is_loaded(),
+    }
 
 
 def create_app(settings: MemorySettings | None = None) -> FastAPI:
@@ -76,15 +60,18 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = settings or MemorySettings()
-        services = await run_in_executor(None, open_services, resolved)
+        services = await run_in_executor(None, lambda: open_services(resolved, background=True))
         app.state.services = services
         logger.info(
-            "memory_chain %s: tier 2 at %s", __version__, services.engine.url.render_as_string()
+            "memory_chain %s: tier 2 at %s, tier 3 %s",
+            __version__,
+            services.engine.url.render_as_string(),
+            services.vectors.backend if services.vectors else "disabled",
         )
         try:
             yield
         finally:
-            services.engine.dispose()
+            await run_in_executor(None, services.close)
 
     app = FastAPI(
         title="memory_chain",
@@ -96,7 +83,8 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
 
     @app.get("/health", tags=["service"])
     async def health(services: ServicesDep) -> dict[str, Any]:
-        """Whether the service runs, and what it runs on."""
+        """Whether the service runs, and what each tier runs on."""
+        tier3 = await run_in_executor(None, _tier3_health, services)
         return {
             "status": "ok",
             "version": __version__,
@@ -109,6 +97,7 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
                 "dialect": services.engine.dialect.name,
                 "schema_revision": services.schema_revision,
             },
+            "tier3": tier3,
         }
 
     return app

@@ -7,7 +7,8 @@ are what the queries are built from; a test checks that they match the migrated 
 Beyond the seed: an index on ``conversations(user_id)`` (every read is scoped to a user), a
 unique index on ``(conversation_id, turn_range_start)`` of
 ``conversation_summaries``, so that a repeated or concurrent consolidation of one range cannot
-write two summaries, and the full-text indexes that keyword search uses (FTS5 tables on SQLite,
+write two summaries, the ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), and
+the full-text indexes that keyword search uses (FTS5 tables on SQLite,
 GIN expression indexes on PostgreSQL), which the migration creates outside these models.
 """
 
@@ -108,6 +109,23 @@ class SummaryRow(Base):
     token_count: Mapped[int | None] = mapped_column(Integer)
 
 
+class OutboxRow(Base):
+    """``embedding_outbox``: turns stored in tier 2 and not yet embedded into tier 3."""
+
+    __tablename__ = "embedding_outbox"
+
+    turn_id: Mapped[int] = mapped_column(
+        Integer,
+        ForeignKey("conversation_turns.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    )
+    enqueued_at: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+
+
 conversations = cast(Table, ConversationRow.__table__)
 turns = cast(Table, TurnRow.__table__)
 summaries = cast(Table, SummaryRow.__table__)
+outbox = cast(Table, OutboxRow.__table__)

@@ -23,8 +23,7 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -32,14 +31,12 @@ from langchain_core.runnables.config import run_in_executor
 from sqlalchemy import Connection, Engine, delete, exists, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError
 
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import (
     ConversationNotFoundError,
     InvalidInputError,
-    SchemaNotReadyError,
-    StorageError,
 )
 from memory_chain.schemas import (
     ConversationInfo,
@@ -47,7 +44,6 @@ from memory_chain.schemas import (
     KeywordHit,
     NewTurn,
     Summary,
-    TokenUsage,
     Turn,
     as_utc,
     utcnow,
@@ -55,67 +51,18 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.engine import writer
-from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
+from memory_chain.tiers.sql.outbox import enqueue_range
+from memory_chain.tiers.sql.rows import (
+    conversation_from_row,
+    naive_utc,
+    storage_errors,
+    summary_from_row,
+    turn_from_row,
+)
 from memory_chain.tiers.sql.search import Kind, keyword_search, sqlite_has_fts
 
 _STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
-
-
-def _naive(value: datetime) -> datetime:
-    """UTC wall time without tzinfo: what the seed's ``TIMESTAMP`` columns hold."""
-    return as_utc(value).replace(tzinfo=None)
-
-
-def _turn(row: Any) -> Turn:
-    tokens = None
-    if row.tokens_total is not None:
-        tokens = TokenUsage(
-            total=row.tokens_total, prompt=row.tokens_prompt, completion=row.tokens_completion
-        )
-    return Turn(
-        conversation_id=row.conversation_id,
-        turn_number=row.turn_number,
-        role=row.role,
-        content=row.content,
-        timestamp=as_utc(row.timestamp),
-        tokens=tokens,
-    )
-
-
-def _conversation(row: Any) -> ConversationInfo:
-    return ConversationInfo(
-        conversation_id=row.conversation_id,
-        user_id=row.user_id,
-        created_at=as_utc(row.created_at),
-        last_message_at=as_utc(row.last_message_at) if row.last_message_at else None,
-        turn_count=row.turn_count or 0,
-        total_tokens=row.total_tokens or 0,
-        summary=row.summary,
-        status=row.status or "active",
-    )
-
-
-def _summary(row: Any) -> Summary:
-    return Summary(
-        conversation_id=row.conversation_id,
-        summary_text=row.summary_text,
-        turn_range_start=row.turn_range_start,
-        turn_range_end=row.turn_range_end,
-        created_at=as_utc(row.created_at),
-        token_count=row.token_count,
-    )
-
-
-@contextmanager
-def _storage_errors() -> Iterator[None]:
-    """Turn driver errors into :class:`StorageError` with a hint of what to do."""
-    try:
-        yield
-    except (OperationalError, ProgrammingError) as exc:
-        message = str(exc.orig)
-        if "no such table" in message or "does not exist" in message:
-            raise SchemaNotReadyError(message) from exc
-        raise StorageError(f"tier-2 database error: {message}") from exc
 
 
 class SQLStore:
@@ -126,10 +73,18 @@ class SQLStore:
     Args:
         engine: From :func:`memory_chain.tiers.sql.engine.create_sql_engine`.
         max_message_chars: Longest accepted turn content.
+        queue_embeddings: Add every new turn to the embedding outbox (tier 3 is on).
     """
 
-    def __init__(self, engine: Engine, *, max_message_chars: int = 200_000) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_message_chars: int = 200_000,
+        queue_embeddings: bool = False,
+    ) -> None:
         self.engine = engine
+        self.queue_embeddings = queue_embeddings
         self._writer = writer(engine)
         self._max_chars = max_message_chars
         self._dialect = engine.dialect.name
@@ -172,9 +127,9 @@ class SQLStore:
             raise ConversationNotFoundError(conversation_id)
         return row
 
-    def _write(self, work: Any) -> Any:
-        """Run ``work(conn)`` in one write transaction."""
-        with _storage_errors():
+    def run_write(self, work: Any) -> Any:
+        """Run ``work(conn)`` in one write transaction (the store's lock on SQLite)."""
+        with storage_errors():
             if self._write_lock is None:
                 with self._writer.begin() as conn:
                     return work(conn)
@@ -182,7 +137,7 @@ class SQLStore:
                 return work(conn)
 
     def _read(self, statement: Any) -> list[Any]:
-        with _storage_errors(), self.engine.connect() as conn:
+        with storage_errors(), self.engine.connect() as conn:
             return list(conn.execute(statement).all())
 
     def append_turns(
@@ -234,7 +189,7 @@ class SQLStore:
                         "turn_number": turn.turn_number,
                         "role": turn.role,
                         "content": turn.content,
-                        "timestamp": _naive(turn.timestamp),
+                        "timestamp": naive_utc(turn.timestamp),
                         "tokens_prompt": turn.tokens.prompt if turn.tokens else None,
                         "tokens_completion": turn.tokens.completion if turn.tokens else None,
                         "tokens_total": turn.tokens.total if turn.tokens else None,
@@ -249,12 +204,14 @@ class SQLStore:
                     turn_count=stored[-1].turn_number,
                     total_tokens=(state.total_tokens or 0)
                     + sum(turn.token_total for turn in stored),
-                    last_message_at=_naive(max(turn.timestamp for turn in stored)),
+                    last_message_at=naive_utc(max(turn.timestamp for turn in stored)),
                 )
             )
+            if self.queue_embeddings:
+                enqueue_range(conn, conversation_id, first, stored[-1].turn_number)
             return stored
 
-        result: list[Turn] = self._write(work)
+        result: list[Turn] = self.run_write(work)
         return result
 
     def add_summary(
@@ -333,7 +290,7 @@ class SQLStore:
             return Summary(conversation_id, summary_text, start, end, now, token_count)
 
         try:
-            result: Summary | None = self._write(work)
+            result: Summary | None = self.run_write(work)
         except IntegrityError:  # a concurrent writer stored the same range first
             return None
         return result
@@ -354,7 +311,7 @@ class SQLStore:
             if conn.execute(statement.values(status=status)).rowcount == 0:
                 raise ConversationNotFoundError(conversation_id)
 
-        self._write(work)
+        self.run_write(work)
 
     def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> bool:
         """Remove a conversation with its turns and summaries.
@@ -371,6 +328,13 @@ class SQLStore:
                 owner = owner.where(conversations.c.user_id == user_id)
             if conn.execute(owner.with_for_update()).first() is None:
                 return False
+            conn.execute(
+                delete(outbox).where(
+                    outbox.c.turn_id.in_(
+                        select(turns.c.id).where(turns.c.conversation_id == conversation_id)
+                    )
+                )
+            )
             for table in (turns, summaries):
                 conn.execute(delete(table).where(table.c.conversation_id == conversation_id))
             conn.execute(
@@ -378,7 +342,7 @@ class SQLStore:
             )
             return True
 
-        deleted: bool = self._write(work)
+        deleted: bool = self.run_write(work)
         return deleted
 
     # -- reads --------------------------------------------------------------------------
@@ -391,7 +355,7 @@ class SQLStore:
         if user_id is not None:
             statement = statement.where(conversations.c.user_id == user_id)
         rows = self._read(statement)
-        return _conversation(rows[0]) if rows else None
+        return conversation_from_row(rows[0]) if rows else None
 
     def list_conversations(
         self,
@@ -412,7 +376,7 @@ class SQLStore:
             conversations.c.id.desc(),
         )
         rows = self._read(statement.limit(max(limit, 0)).offset(max(offset, 0)))
-        return [_conversation(row) for row in rows]
+        return [conversation_from_row(row) for row in rows]
 
     def get_turns(
         self,
@@ -429,7 +393,7 @@ class SQLStore:
         statement = self._owned(statement, user_id).order_by(turns.c.turn_number)
         if limit is not None:
             statement = statement.limit(max(limit, 0))
-        return [_turn(row) for row in self._read(statement)]
+        return [turn_from_row(row) for row in self._read(statement)]
 
     def recent_turns(
         self, conversation_id: str, count: int, *, user_id: str | None = None
@@ -438,14 +402,14 @@ class SQLStore:
         statement = select(turns).where(turns.c.conversation_id == conversation_id)
         statement = self._owned(statement, user_id)
         statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
-        return [_turn(row) for row in reversed(self._read(statement))]
+        return [turn_from_row(row) for row in reversed(self._read(statement))]
 
     def get_summaries(self, conversation_id: str, *, user_id: str | None = None) -> list[Summary]:
         """Every stored range summary, in turn order."""
         statement = select(summaries).where(summaries.c.conversation_id == conversation_id)
         statement = self._owned(statement, user_id, summaries.c.conversation_id)
         rows = self._read(statement.order_by(summaries.c.turn_range_start))
-        return [_summary(row) for row in rows]
+        return [summary_from_row(row) for row in rows]
 
     def search(
         self,
@@ -468,7 +432,7 @@ class SQLStore:
         Returns:
             Hits, best first within each kind; scores are higher for better matches.
         """
-        with _storage_errors(), self.engine.connect() as conn:
+        with storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
             return keyword_search(

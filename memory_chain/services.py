@@ -1,0 +1,131 @@
+"""Wiring: settings in, opened stores out. Used by the server, the CLI and notebooks.
+
+This is the one place that turns :class:`MemorySettings` into objects; everything below it
+takes ready objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from memory_chain.config import MemorySettings
+from memory_chain.errors import MemoryChainError
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.migrate import current_revision
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.index import VectorIndex
+from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.worker import BackfillWorker
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class VectorServices:
+    """Tier 3: the index, the embedding model, and what keeps the index filled."""
+
+    index: VectorIndex
+    embeddings: SentenceEmbeddings
+    indexer: TurnIndexer
+    worker: BackfillWorker
+    backend: str
+
+
+@dataclass
+class Services:
+    """Every opened store."""
+
+    settings: MemorySettings
+    engine: Engine
+    store: SQLStore
+    buffer: TurnBuffer
+    schema_revision: str | None
+    vectors: VectorServices | None
+
+    def close(self) -> None:
+        """Stop the background work and close every store."""
+        if self.vectors is not None:
+            self.vectors.worker.stop()
+            self.vectors.index.close()
+        self.engine.dispose()
+
+
+def build_vector_index(settings: MemorySettings) -> tuple[VectorIndex, str]:
+    """The tier-3 index the settings ask for (not opened yet), and its backend's name."""
+    url = settings.qdrant_server_url
+    if url:
+        from memory_chain.tiers.vectors.qdrant import QdrantIndex
+
+        api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+        index: VectorIndex = QdrantIndex.from_url(
+            url,
+            api_key=api_key,
+            collection=settings.qdrant_collection_conversations,
+            dimension=settings.embedding_dimension,
+        )
+        return index, f"qdrant server ({url})"
+    from memory_chain.tiers.vectors.edge import EdgeIndex
+
+    index = EdgeIndex(
+        settings.vector_path,
+        collection=settings.qdrant_collection_conversations,
+        dimension=settings.embedding_dimension,
+    )
+    return index, f"embedded ({settings.vector_path})"
+
+
+def open_services(settings: MemorySettings, *, background: bool = False) -> Services:
+    """Migrate tier 2, open every tier.
+
+    Args:
+        settings: The settings.
+        background: Start the tier-3 backfill thread (the server does; the CLI drains
+            explicitly).
+
+    Returns:
+        The opened services; a tier-3 store that cannot be opened now is retried by the
+        backfill thread, and turns wait in tier 2 meanwhile.
+    """
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_sql_engine(settings.sql_url, sqlite_synchronous=settings.sqlite_synchronous)
+    upgrade(engine)
+    store = SQLStore(
+        engine,
+        max_message_chars=settings.max_message_chars,
+        queue_embeddings=settings.memory_tier3_enabled,
+    )
+    vectors = None
+    if settings.memory_tier3_enabled:
+        index, backend = build_vector_index(settings)
+        embeddings = SentenceEmbeddings(
+            settings.embedding_model,
+            dimension=settings.embedding_dimension,
+            threads=settings.embedding_threads,
+        )
+        indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
+        worker = BackfillWorker(indexer)
+        try:
+            index.open()
+            worker.index_open = True
+        except MemoryChainError as exc:
+            worker.last_error = str(exc)
+            logger.warning("tier 3 (%s) is unavailable, turns will queue: %s", backend, exc)
+        vectors = VectorServices(index, embeddings, indexer, worker, backend)
+        if background:
+            worker.start()
+    return Services(
+        settings=settings,
+        engine=engine,
+        store=store,
+        buffer=TurnBuffer(
+            max_turns=settings.memory_tier1_max_turns,
+            max_conversations=settings.memory_tier1_max_conversations,
+        ),
+        schema_revision=current_revision(engine),
+        vectors=vectors,
+    )

@@ -1,0 +1,102 @@
+"""The embedding outbox: which stored turns still need to be embedded into tier 3.
+
+:class:`SQLStore` adds a turn to the outbox in the transaction that stores it (when created
+with ``queue_embeddings=True``); the tier-3 indexer takes batches from it and removes them
+once their points are stored. A turn is embedded exactly when it is not in the outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import TIMESTAMP, Connection, delete, exists, func, insert, literal, select
+
+from memory_chain.schemas import Turn, utcnow
+from memory_chain.tiers.sql.models import conversations, outbox, turns
+from memory_chain.tiers.sql.rows import naive_utc, storage_errors, turn_from_row
+
+if TYPE_CHECKING:
+    from memory_chain.tiers.sql.store import SQLStore
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTurn:
+    """A turn waiting for tier 3, with its owner."""
+
+    turn_id: int
+    user_id: str
+    turn: Turn
+
+
+def enqueue_range(conn: Connection, conversation_id: str, first: int, last: int) -> None:
+    """Queue turns ``first..last`` of a conversation (inside the caller's transaction)."""
+    chosen = select(turns.c.id, literal(naive_utc(utcnow()), TIMESTAMP)).where(
+        turns.c.conversation_id == conversation_id,
+        turns.c.turn_number.between(first, last),
+    )
+    conn.execute(insert(outbox).from_select(["turn_id", "enqueued_at"], chosen))
+
+
+class EmbeddingOutbox:
+    """Reads and settles the outbox of a :class:`SQLStore`.
+
+    Args:
+        store: The tier-2 store whose turns are queued.
+    """
+
+    def __init__(self, store: SQLStore) -> None:
+        self.store = store
+
+    def pending(self, limit: int) -> list[PendingTurn]:
+        """The oldest ``limit`` queued turns."""
+        statement = (
+            select(turns, conversations.c.user_id.label("owner"))
+            .join(outbox, outbox.c.turn_id == turns.c.id)
+            .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
+            .order_by(outbox.c.turn_id)
+            .limit(max(limit, 0))
+        )
+        with storage_errors(), self.store.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [PendingTurn(row.id, row.owner or "", turn_from_row(row)) for row in rows]
+
+    def done(self, turn_ids: Sequence[int]) -> None:
+        """Remove turns whose points are stored."""
+        if not turn_ids:
+            return
+        self.store.run_write(
+            lambda conn: conn.execute(delete(outbox).where(outbox.c.turn_id.in_(list(turn_ids))))
+        )
+
+    def enqueue(self, *, user_id: str | None = None, conversation_id: str | None = None) -> int:
+        """Queue every stored turn (of a user, or a conversation) again, e.g. to reindex.
+
+        Returns:
+            How many turns were added (turns already queued are not counted).
+        """
+
+        def work(conn: Connection) -> int:
+            chosen = select(turns.c.id).where(~exists().where(outbox.c.turn_id == turns.c.id))
+            if conversation_id is not None:
+                chosen = chosen.where(turns.c.conversation_id == conversation_id)
+            if user_id is not None:
+                chosen = chosen.where(
+                    exists().where(
+                        conversations.c.conversation_id == turns.c.conversation_id,
+                        conversations.c.user_id == user_id,
+                    )
+                )
+            before = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
+            conn.execute(insert(outbox).from_select(["turn_id"], chosen))
+            after = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
+            return int(after - before)
+
+        added: int = self.store.run_write(work)
+        return added
+
+    def count(self) -> int:
+        """How many turns are waiting."""
+        with storage_errors(), self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(outbox)).scalar_one())

@@ -1,0 +1,73 @@
+"""Row conversions and driver-error mapping shared by the tier-2 modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import OperationalError, ProgrammingError
+
+from memory_chain.errors import SchemaNotReadyError, StorageError
+from memory_chain.schemas import ConversationInfo, Summary, TokenUsage, Turn, as_utc
+
+
+def naive_utc(value: datetime) -> datetime:
+    """UTC wall time without tzinfo: what the seed's ``TIMESTAMP`` columns hold."""
+    return as_utc(value).replace(tzinfo=None)
+
+
+def turn_from_row(row: Any) -> Turn:
+    """A ``conversation_turns`` row as a :class:`Turn`."""
+    tokens = None
+    if row.tokens_total is not None:
+        tokens = TokenUsage(
+            total=row.tokens_total, prompt=row.tokens_prompt, completion=row.tokens_completion
+        )
+    return Turn(
+        conversation_id=row.conversation_id,
+        turn_number=row.turn_number,
+        role=row.role,
+        content=row.content,
+        timestamp=as_utc(row.timestamp),
+        tokens=tokens,
+    )
+
+
+def conversation_from_row(row: Any) -> ConversationInfo:
+    """A ``conversations`` row as a :class:`ConversationInfo`."""
+    return ConversationInfo(
+        conversation_id=row.conversation_id,
+        user_id=row.user_id,
+        created_at=as_utc(row.created_at),
+        last_message_at=as_utc(row.last_message_at) if row.last_message_at else None,
+        turn_count=row.turn_count or 0,
+        total_tokens=row.total_tokens or 0,
+        summary=row.summary,
+        status=row.status or "active",
+    )
+
+
+def summary_from_row(row: Any) -> Summary:
+    """A ``conversation_summaries`` row as a :class:`Summary`."""
+    return Summary(
+        conversation_id=row.conversation_id,
+        summary_text=row.summary_text,
+        turn_range_start=row.turn_range_start,
+        turn_range_end=row.turn_range_end,
+        created_at=as_utc(row.created_at),
+        token_count=row.token_count,
+    )
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Turn driver errors into :class:`StorageError` with a hint of what to do."""
+    try:
+        yield
+    except (OperationalError, ProgrammingError) as exc:
+        message = str(exc.orig)
+        if "no such table" in message or "does not exist" in message:
+            raise SchemaNotReadyError(message) from exc
+        raise StorageError(f"tier-2 database error: {message}") from exc

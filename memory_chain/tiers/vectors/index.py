@@ -1,0 +1,233 @@
+"""The small interface every tier-3 vector backend implements, and the types it speaks.
+
+Backends (:mod:`.edge` for the embedded default, :mod:`.qdrant` for a Qdrant server, cluster
+or qdrant-client's local/in-memory modes) keep their own types behind this interface, so the
+rest of memory_chain never imports a vector engine.
+
+Points carry the seed's payload (``conversation_id``, ``user_id``, ``turn_number``, ``role``,
+``content``, ``timestamp``, ``tokens``, ``summary``, ``tags``). Scores are cosine
+similarities: **higher is more similar** (1.0 for the same direction).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from memory_chain.errors import InvalidInputError, VectorStoreError
+from memory_chain.schemas import as_utc
+
+#: Namespace of point ids; ``point_id`` must never change, or reindexing would duplicate.
+POINT_NAMESPACE = uuid.UUID("5b0f3a52-3c1e-4d55-9d36-6f0a39c0e3b1")
+
+
+def point_id(conversation_id: str, turn_number: int) -> str:
+    """The deterministic id of a turn's point: embedding a turn twice overwrites one point."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{conversation_id}\x1f{turn_number}"))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPayload:
+    """The seed's tier-3 payload of one turn."""
+
+    conversation_id: str
+    user_id: str
+    turn_number: int
+    role: str
+    content: str
+    timestamp: datetime
+    tokens: int | None = None
+    summary: str | None = None
+    tags: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready payload; ``timestamp`` as RFC 3339 in UTC (naive values taken as UTC)."""
+        return {
+            "conversation_id": self.conversation_id,
+            "user_id": self.user_id,
+            "turn_number": self.turn_number,
+            "role": self.role,
+            "content": self.content,
+            "timestamp": as_utc(self.timestamp).isoformat(),
+            "tokens": self.tokens,
+            "summary": self.summary,
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> TurnPayload:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            conversation_id=payload["conversation_id"],
+            user_id=payload["user_id"],
+            turn_number=int(payload["turn_number"]),
+            role=payload["role"],
+            content=payload["content"],
+            timestamp=datetime.fromisoformat(payload["timestamp"]),
+            tokens=payload.get("tokens"),
+            summary=payload.get("summary"),
+            tags=tuple(payload.get("tags") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPoint:
+    """A point to store: ``id`` is :func:`point_id` of the payload's turn."""
+
+    id: str
+    vector: Sequence[float]
+    payload: TurnPayload
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """A search result; ``score`` is cosine similarity, higher is more similar."""
+
+    id: str
+    score: float
+    payload: TurnPayload
+
+
+@dataclass(frozen=True, slots=True)
+class VectorFilter:
+    """Which points a search, count or delete applies to.
+
+    ``user_id`` is required for searches: tier 3 never searches across users. ``roles`` is a
+    tuple of role names (an empty tuple matches nothing); ``since`` and ``until`` are
+    inclusive, naive values are taken as UTC.
+    """
+
+    user_id: str | None
+    conversation_id: str | None = None
+    roles: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A payload condition: ``key`` equals one of ``values``."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """A payload condition: ``key`` (a timestamp) within ``gte..lte``, in UTC, inclusive."""
+
+    key: str
+    gte: datetime | None
+    lte: datetime | None
+
+
+def filter_conditions(where: VectorFilter | None) -> list[Match | TimeRange]:
+    """The conditions a filter stands for, in engine-neutral form (all must hold)."""
+    if where is None:
+        return []
+    conditions: list[Match | TimeRange] = []
+    if where.user_id is not None:
+        conditions.append(Match("user_id", (where.user_id,)))
+    if where.conversation_id is not None:
+        conditions.append(Match("conversation_id", (where.conversation_id,)))
+    if where.roles is not None:
+        if isinstance(where.roles, str):
+            raise InvalidInputError("roles must be a sequence of role names, not one string")
+        conditions.append(Match("role", tuple(where.roles)))
+    if where.since is not None or where.until is not None:
+        conditions.append(
+            TimeRange(
+                "timestamp",
+                as_utc(where.since) if where.since else None,
+                as_utc(where.until) if where.until else None,
+            )
+        )
+    return conditions
+
+
+def check_point_id(value: str) -> str:
+    """Check that a point id is a UUID string (as :func:`point_id` makes)."""
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidInputError(
+            f"point id {value!r} is not a UUID: build ids with point_id(conversation_id, turn)"
+        ) from exc
+    return value
+
+
+def check_vector(vector: Sequence[float], dimension: int, where: str) -> list[float]:
+    """The vector as floats, if it has ``dimension`` components."""
+    values = [float(x) for x in vector]
+    if len(values) != dimension:
+        raise InvalidInputError(
+            f"vector has {len(values)} dimensions, {where} expects {dimension}: embed with the "
+            "model the index was created for"
+        )
+    return values
+
+
+def payload_from_engine(point: object, payload: dict[str, Any] | None) -> TurnPayload:
+    """A stored payload as a :class:`TurnPayload`, or a clear error if it is not one."""
+    try:
+        return TurnPayload.from_dict(payload or {})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise VectorStoreError(
+            f"point {point} has no valid turn payload ({exc!r}): was the collection written "
+            "by something other than memory_chain? Use another collection name"
+        ) from exc
+
+
+def vector_from_engine(point: object, vector: object) -> list[float]:
+    """A stored point's single dense vector."""
+    if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector):
+        return [float(x) for x in vector]
+    raise VectorStoreError(f"point {point} has no single dense vector: got {type(vector)}")
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """One collection of turn vectors.
+
+    Implementations do no I/O in their constructor; :meth:`open` creates or loads the
+    collection (with payload indexes on ``conversation_id``, ``user_id``, ``role`` and
+    ``timestamp``). Every method may raise :class:`memory_chain.errors.VectorStoreError`
+    (or its subclass ``VectorStoreUnavailableError`` when the engine cannot be reached).
+    """
+
+    dimension: int
+
+    def open(self) -> None:
+        """Create the collection if missing, or load it; idempotent."""
+        ...
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Insert or overwrite points by id; on return they survive a killed process."""
+        ...
+
+    def search(self, vector: Sequence[float], where: VectorFilter, k: int) -> list[VectorHit]:
+        """The ``k`` points most similar to ``vector`` among those ``where`` selects."""
+        ...
+
+    def delete(self, where: VectorFilter) -> None:
+        """Remove the points ``where`` selects (``VectorFilter(None)`` removes all)."""
+        ...
+
+    def count(self, where: VectorFilter | None = None) -> int:
+        """Exact number of points ``where`` selects (all when ``None``)."""
+        ...
+
+    def scroll(self, where: VectorFilter | None = None) -> Iterator[VectorPoint]:
+        """Every point ``where`` selects, with its (normalized) vector, in no set order."""
+        ...
+
+    def drop(self) -> None:
+        """Remove the whole collection (``open`` creates it again)."""
+        ...
+
+    def close(self) -> None:
+        """Release files and connections; idempotent."""
+        ...

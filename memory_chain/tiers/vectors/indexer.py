@@ -1,0 +1,169 @@
+"""Moving turns from tier 2 into tier 3: backfill from the outbox, and reindex.
+
+:class:`TurnIndexer` takes queued turns from the embedding outbox in batches, embeds them in
+one forward pass per batch, upserts their points (deterministic ids, so a repeated batch
+overwrites rather than duplicates) and only then removes them from the outbox. If the vector
+store is down, the batch stays queued and the next run embeds it.
+
+Example:
+    >>> indexer = TurnIndexer(outbox, index, embeddings)  # doctest: +SKIP
+    >>> indexer.drain()  # embed everything queued  # doctest: +SKIP
+    42
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.runnables.config import run_in_executor
+
+from memory_chain.errors import MemoryChainError
+from memory_chain.schemas import Turn
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox, PendingTurn
+from memory_chain.tiers.vectors.index import (
+    TurnPayload,
+    VectorFilter,
+    VectorIndex,
+    VectorPoint,
+    point_id,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Called after each batch with (turns done so far, turns queued when the run started).
+Progress = Callable[[int, int], None]
+
+
+def embedding_text(turn: Turn) -> str:
+    """The text embedded for a turn: its role and content."""
+    return f"{turn.role}: {turn.content}"
+
+
+def payload_of(pending: PendingTurn) -> TurnPayload:
+    """The seed's payload of a queued turn."""
+    turn = pending.turn
+    return TurnPayload(
+        conversation_id=turn.conversation_id,
+        user_id=pending.user_id,
+        turn_number=turn.turn_number,
+        role=turn.role,
+        content=turn.content,
+        timestamp=turn.timestamp,
+        tokens=turn.tokens.total if turn.tokens else None,
+    )
+
+
+class TurnIndexer:
+    """Embeds queued turns into a vector index.
+
+    Args:
+        outbox: The tier-2 embedding outbox.
+        index: The tier-3 index (opened by the caller).
+        embeddings: The embedding model.
+        batch_size: Turns per embedding batch.
+        text_of: What text of a turn is embedded.
+    """
+
+    def __init__(
+        self,
+        outbox: EmbeddingOutbox,
+        index: VectorIndex,
+        embeddings: Embeddings,
+        *,
+        batch_size: int = 64,
+        text_of: Callable[[Turn], str] = embedding_text,
+    ) -> None:
+        self.outbox = outbox
+        self.index = index
+        self.embeddings = embeddings
+        self.batch_size = batch_size
+        self.text_of = text_of
+        # One drain at a time per process: two would embed the same batch twice.
+        self._lock = threading.Lock()
+
+    def embed_batch(self, batch: list[PendingTurn]) -> None:
+        """Embed and store one batch, then settle it in the outbox."""
+        vectors = self.embeddings.embed_documents([self.text_of(p.turn) for p in batch])
+        self.index.upsert(
+            [
+                VectorPoint(
+                    id=point_id(p.turn.conversation_id, p.turn.turn_number),
+                    vector=vector,
+                    payload=payload_of(p),
+                )
+                for p, vector in zip(batch, vectors, strict=True)
+            ]
+        )
+        self.outbox.done([p.turn_id for p in batch])
+
+    def drain(self, *, limit: int | None = None, progress: Progress | None = None) -> int:
+        """Embed queued turns until the outbox is empty (or ``limit`` turns are done).
+
+        Returns:
+            How many turns were embedded.
+
+        Raises:
+            VectorStoreUnavailableError: If the vector store is down; what was not embedded
+                stays queued.
+        """
+        with self._lock:
+            total = self.outbox.count() if progress is not None else 0
+            done = 0
+            while limit is None or done < limit:
+                size = self.batch_size if limit is None else min(self.batch_size, limit - done)
+                batch = self.outbox.pending(size)
+                if not batch:
+                    break
+                self.embed_batch(batch)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, max(total, done))
+            return done
+
+    async def adrain(self, *, limit: int | None = None, progress: Progress | None = None) -> int:
+        """Async :meth:`drain` (runs in a worker thread)."""
+        return await run_in_executor(None, self.drain, limit=limit, progress=progress)
+
+    def reindex(
+        self,
+        *,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Rebuild tier 3 from tier 2: everything, one user's, or one conversation's turns.
+
+        Points in scope are removed (the whole collection when no scope is given), every
+        turn in scope is queued again, and the queue is drained.
+
+        Returns:
+            How many turns were embedded.
+        """
+        if user_id is None and conversation_id is None:
+            self.index.drop()
+            self.index.open()
+        else:
+            self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
+        queued = self.outbox.enqueue(user_id=user_id, conversation_id=conversation_id)
+        logger.info("reindex: %d turns queued", queued)
+        return self.drain(progress=progress)
+
+    def forget(self, *, user_id: str | None, conversation_id: str | None = None) -> None:
+        """Remove the points of a deleted conversation (or user).
+
+        Call it after deleting the rows from tier 2: it waits for a running batch, so a
+        batch that read the rows before they were deleted cannot leave points behind.
+        """
+        with self._lock:
+            self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
+
+    def try_drain(self) -> int:
+        """:meth:`drain`, logging instead of raising (for background loops)."""
+        try:
+            return self.drain()
+        except MemoryChainError as exc:
+            logger.warning("tier-3 backfill postponed, turns stay queued: %s", exc)
+            return 0

@@ -1,0 +1,391 @@
+"""The tier-3 backend for a Qdrant server or cluster, through qdrant-client.
+
+The same class also runs on qdrant-client's local modes (``QdrantClient(":memory:")`` and
+``QdrantClient(path=...)``), which tests use. Local mode differs in ways handled here: it has no
+payload indexes (creating one only warns, so they are skipped), and it is not thread-safe (its
+calls are serialized by a lock; remote clients are not locked).
+
+Scores are cosine similarities, higher is more similar. Upserts and deletes wait for the server
+to apply them (``wait=True``), so they are durable on return as far as the server's WAL is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+import httpx
+from pydantic import ValidationError
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from memory_chain.errors import (
+    InvalidInputError,
+    MemoryChainError,
+    VectorStoreError,
+    VectorStoreUnavailableError,
+)
+from memory_chain.tiers.vectors.index import (
+    Match,
+    VectorFilter,
+    VectorHit,
+    VectorPoint,
+    check_point_id,
+    check_vector,
+    filter_conditions,
+    payload_from_engine,
+    vector_from_engine,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Points per request: keeps a request far below the server's 32 MB default body limit.
+_UPSERT_BATCH = 256
+_SCROLL_PAGE = 256
+_UNAVAILABLE_HTTP = frozenset({502, 503, 504})
+_UNAVAILABLE_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
+    # A tenant index keeps each conversation's points together on the server.
+    "conversation_id": models.KeywordIndexParams(
+        type=models.KeywordIndexType.KEYWORD, is_tenant=True
+    ),
+    "user_id": models.PayloadSchemaType.KEYWORD,
+    "role": models.PayloadSchemaType.KEYWORD,
+    "timestamp": models.PayloadSchemaType.DATETIME,
+}
+
+
+class QdrantIndex:
+    """Tier-3 vectors in one Qdrant collection.
+
+    Args:
+        client: A ready client (server URL, cluster, ``":memory:"`` or ``path=...``); this
+            index owns it from now on and closes it in :meth:`close`.
+        collection: Name of the collection.
+        dimension: Length of every vector.
+
+    Raises:
+        InvalidInputError: If ``dimension`` is not positive or ``collection`` is empty.
+
+    Example:
+        >>> from qdrant_client import QdrantClient
+        >>> index = QdrantIndex(QdrantClient(":memory:"), dimension=384)
+        >>> index.open()
+        >>> index.count()
+        0
+        >>> index.close()
+    """
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str = "conversation_memory",
+        dimension: int = 384,
+    ) -> None:
+        if dimension < 1:
+            raise InvalidInputError(f"dimension must be positive, got {dimension}")
+        if not collection:
+            raise InvalidInputError("collection must be a non-empty name")
+        self.client = client
+        self.collection = collection
+        self.dimension = dimension
+        options = client.init_options
+        self._local = options.get("location") == ":memory:" or options.get("path") is not None
+        self._where = str(
+            options.get("path")
+            or options.get("url")
+            or options.get("location")
+            or options.get("host")
+            or "localhost"
+        )
+        self._guard: contextlib.AbstractContextManager[object] = (
+            threading.Lock() if self._local else contextlib.nullcontext()
+        )
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        api_key: str | None = None,
+        *,
+        collection: str = "conversation_memory",
+        dimension: int = 384,
+        timeout: int | None = None,
+    ) -> QdrantIndex:
+        """An index on the server at ``url``; builds the client without connecting.
+
+        Args:
+            url: Server URL, e.g. ``http://localhost:6333``.
+            api_key: API key (Qdrant Cloud), or None.
+            collection: Name of the collection.
+            dimension: Length of every vector.
+            timeout: Seconds per request; qdrant-client's default when None.
+
+        Returns:
+            An index whose :meth:`open` is the first call to reach the server.
+        """
+        # check_compatibility would query the server version from a thread right away.
+        client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
+        return cls(client, collection=collection, dimension=dimension)
+
+    def __repr__(self) -> str:
+        return f"QdrantIndex({self._where!r}, {self.collection!r}, dimension={self.dimension})"
+
+    def open(self) -> None:
+        """Create the collection and its payload indexes if missing; idempotent.
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the collection exists with another vector size or distance.
+        """
+        with self._errors("open"):
+            if not self.client.collection_exists(self.collection):
+                self._create_collection()
+            info = self.client.get_collection(self.collection)
+        self._check_vectors(info.config.params.vectors)
+        if self._local:
+            logger.debug("qdrant-client local mode has no payload indexes: skipped")
+            return
+        for field, schema in _PAYLOAD_INDEXES.items():
+            if field not in info.payload_schema:
+                with self._errors("create payload indexes in"):
+                    self.client.create_payload_index(
+                        self.collection, field, field_schema=schema, wait=True
+                    )
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        """Insert or overwrite points by id; returns once the server has applied them.
+
+        Raises:
+            InvalidInputError: If an id is not a UUID or a vector has the wrong length.
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the server rejects the points.
+        """
+        structs = [
+            models.PointStruct(
+                id=check_point_id(p.id),
+                vector=self._check_vector(p.vector),
+                payload=p.payload.to_dict(),
+            )
+            for p in points
+        ]
+        for start in range(0, len(structs), _UPSERT_BATCH):
+            with self._errors("upsert into"):
+                self.client.upsert(
+                    self.collection, points=structs[start : start + _UPSERT_BATCH], wait=True
+                )
+
+    def search(self, vector: Sequence[float], where: VectorFilter, k: int) -> list[VectorHit]:
+        """The ``k`` points most similar to ``vector`` among those ``where`` selects.
+
+        Raises:
+            InvalidInputError: If ``where.user_id`` is None, ``k`` is negative or the vector
+                has the wrong length.
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the search fails.
+        """
+        if where.user_id is None:
+            raise InvalidInputError(
+                "tier-3 searches are scoped to one user: pass VectorFilter(user_id=...)"
+            )
+        if k < 0:
+            raise InvalidInputError(f"k must not be negative, got {k}")
+        query = self._check_vector(vector)
+        if k == 0:
+            return []
+        selector = _to_filter(where)
+        with self._errors("search"):
+            found = self.client.query_points(
+                self.collection,
+                query=query,
+                query_filter=selector,
+                limit=k,
+                with_payload=True,
+                with_vectors=False,
+            ).points
+        return [
+            VectorHit(
+                id=str(hit.id),
+                score=float(hit.score),
+                payload=payload_from_engine(hit.id, hit.payload),
+            )
+            for hit in found
+        ]
+
+    def delete(self, where: VectorFilter) -> None:
+        """Remove the points ``where`` selects (``VectorFilter(None)`` removes all).
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the delete fails.
+        """
+        selector = models.FilterSelector(filter=_to_filter(where) or models.Filter())
+        with self._errors("delete from"):
+            self.client.delete(self.collection, points_selector=selector, wait=True)
+
+    def count(self, where: VectorFilter | None = None) -> int:
+        """Exact number of points ``where`` selects (all when ``None``).
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the count fails.
+        """
+        selector = _to_filter(where)
+        with self._errors("count"):
+            return self.client.count(self.collection, count_filter=selector, exact=True).count
+
+    def scroll(self, where: VectorFilter | None = None) -> Iterator[VectorPoint]:
+        """Every point ``where`` selects, with its (normalized) vector, page by page.
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If a page cannot be read.
+        """
+        return self._pages(_to_filter(where))
+
+    def _pages(self, selector: models.Filter | None) -> Iterator[VectorPoint]:
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._errors("scroll"):
+                records, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=selector,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=True,
+                )
+            for record in records:
+                yield VectorPoint(
+                    id=str(record.id),
+                    vector=vector_from_engine(record.id, record.vector),
+                    payload=payload_from_engine(record.id, record.payload),
+                )
+            if offset is None:
+                return
+
+    def drop(self) -> None:
+        """Delete the collection (:meth:`open` creates it again); a missing one is fine.
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the server refuses.
+        """
+        with self._errors("drop"):
+            try:
+                self.client.delete_collection(self.collection)
+            except UnexpectedResponse as exc:
+                if exc.status_code != 404:
+                    raise
+        logger.info("dropped Qdrant collection %s at %s", self.collection, self._where)
+
+    def close(self) -> None:
+        """Close the client and its connections; idempotent."""
+        if self._closed:
+            return
+        try:
+            with self._errors("close"):
+                self.client.close()
+        finally:
+            self._closed = True
+
+    def _create_collection(self) -> None:
+        try:
+            self.client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(
+                    size=self.dimension, distance=models.Distance.COSINE
+                ),
+            )
+        except UnexpectedResponse as exc:
+            # Another replica created it between our check and our create.
+            if exc.status_code != 409:
+                raise
+        except ValueError as exc:  # local mode's "already exists"
+            if "already exists" not in str(exc):
+                raise
+
+    def _check_vectors(self, config: models.VectorParams | dict[str, Any] | None) -> None:
+        if not isinstance(config, models.VectorParams):
+            raise VectorStoreError(
+                f"collection {self.collection!r} at {self._where} has no single unnamed vector "
+                f"({config!r}): it was created by something else; use another collection name"
+            )
+        if config.size != self.dimension or config.distance != models.Distance.COSINE:
+            raise VectorStoreError(
+                f"collection {self.collection!r} at {self._where} holds {config.size}-d "
+                f"{config.distance.value} vectors, this index needs {self.dimension}-d Cosine: "
+                "use the embedding model it was built with, another collection name, or drop "
+                "it and run `memory-chain reindex`"
+            )
+
+    def _check_vector(self, vector: Sequence[float]) -> list[float]:
+        return check_vector(vector, self.dimension, f"collection {self.collection!r}")
+
+    def _unreachable(self, exc: BaseException) -> VectorStoreUnavailableError:
+        return VectorStoreUnavailableError(
+            f"Qdrant at {self._where} is unreachable: {exc!s}. Start the server or check "
+            "qdrant_url and the API key; turns stay in tier 2 until it is back"
+        )
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Serialize local-mode calls and map client errors to ours."""
+        if self._closed:
+            raise VectorStoreError(f"{self!r} is closed: build a new one to {action} again")
+        try:
+            with self._guard:
+                yield
+        except MemoryChainError:
+            raise
+        except ResponseHandlingException as exc:
+            # Raised around every failed send (connect, timeout); also when parsing a reply.
+            if isinstance(exc.source, ValidationError):
+                raise VectorStoreError(
+                    f"Qdrant at {self._where} sent a reply this qdrant-client cannot read "
+                    f"({exc.source}): use a server version matching qdrant-client"
+                ) from exc
+            raise self._unreachable(exc.source) from exc
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        except UnexpectedResponse as exc:
+            if exc.status_code in _UNAVAILABLE_HTTP:
+                raise self._unreachable(exc) from exc
+            raise VectorStoreError(
+                f"Qdrant at {self._where} refused to {action} collection {self.collection!r}: {exc}"
+            ) from exc
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code in _UNAVAILABLE_GRPC:
+                raise self._unreachable(exc) from exc
+            raise VectorStoreError(
+                f"Qdrant at {self._where} refused to {action} collection {self.collection!r}: {exc}"
+            ) from exc
+        except (ValueError, KeyError, RuntimeError) as exc:
+            # Local mode raises these: a missing collection, a closed client.
+            raise VectorStoreError(
+                f"Qdrant ({self._where}) could not {action} collection {self.collection!r}: {exc}"
+            ) from exc
+
+
+def _to_filter(where: VectorFilter | None) -> models.Filter | None:
+    must: list[models.Condition] = []
+    for condition in filter_conditions(where):
+        if isinstance(condition, Match):
+            values = list(condition.values)
+            match: models.MatchValue | models.MatchAny = (
+                models.MatchValue(value=values[0])
+                if len(values) == 1
+                else models.MatchAny(any=values)
+            )
+            must.append(models.FieldCondition(key=condition.key, match=match))
+        else:
+            window = models.DatetimeRange(gte=condition.gte, lte=condition.lte)
+            must.append(models.FieldCondition(key=condition.key, range=window))
+    return models.Filter(must=must) if must else None

@@ -1,0 +1,100 @@
+"""The background backfill: embeds queued turns off the request path.
+
+A daemon thread wakes when new turns are queued (:meth:`BackfillWorker.notify`) or every
+``interval`` seconds, opens the index if it could not be opened before, and drains the
+outbox. When the vector store is down it backs off (up to ``max_backoff``) and tries again;
+the turns wait in tier 2 meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from memory_chain.errors import MemoryChainError
+from memory_chain.tiers.vectors.indexer import TurnIndexer
+
+logger = logging.getLogger(__name__)
+
+
+class BackfillWorker:
+    """Runs :meth:`TurnIndexer.drain` in a background thread.
+
+    Args:
+        indexer: The indexer to run.
+        interval: Seconds between runs when nothing notifies.
+        max_backoff: Longest wait after failures, in seconds.
+        warm_up: Load the embedding model when the thread starts, so the first request
+            that needs it does not pay for loading.
+    """
+
+    def __init__(
+        self,
+        indexer: TurnIndexer,
+        *,
+        interval: float = 5.0,
+        max_backoff: float = 60.0,
+        warm_up: bool = True,
+    ) -> None:
+        self.indexer = indexer
+        self.interval = interval
+        self.max_backoff = max_backoff
+        self.warm_up = warm_up
+        self.index_open = False
+        self.last_error: str | None = None
+        self.embedded = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="memory-chain-backfill", daemon=True
+            )
+            self._thread.start()
+
+    def notify(self) -> None:
+        """New turns are queued: run soon."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop after the current batch."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_once(self) -> int:
+        """Open the index if needed and drain the outbox; raises on failure."""
+        if not self.index_open:
+            self.indexer.index.open()
+            self.index_open = True
+        done = self.indexer.drain()
+        self.embedded += done
+        self.last_error = None
+        return done
+
+    def _run(self) -> None:
+        if self.warm_up:
+            try:
+                self.indexer.embeddings.embed_query("warm up")
+            except Exception:
+                logger.exception("could not load the embedding model")
+        wait = self.interval
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+                wait = self.interval
+            except MemoryChainError as exc:
+                self.last_error = str(exc)
+                wait = min(max(wait * 2, 1.0), self.max_backoff)
+                logger.warning("tier-3 backfill failed, retrying in %.0f s: %s", wait, exc)
+            except Exception as exc:
+                self.last_error = repr(exc)
+                wait = min(max(wait * 2, 1.0), self.max_backoff)
+                logger.exception("tier-3 backfill crashed, retrying in %.0f s", wait)
+            self._wake.wait(wait)
+            self._wake.clear()

@@ -185,3 +185,40 @@ def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
             and min(turn.tokens.total, turn.tokens.prompt or 0, turn.tokens.completion or 0) < 0
         ):
             raise InvalidInputError(f"{where}: token counts must not be negative")
+
+
+MemoryTier = Literal["tier1", "tier2", "tier3", "facts"]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One remembered thing in a memory context.
+
+    ``tier`` says where it came from (tier 2 keyword hits are turns or summaries, tier 3
+    semantic hits are turns, ``facts`` are things the user asked to remember). ``score`` is
+    the fused rank score (reciprocal rank fusion over every source that found the item):
+    higher is more relevant, comparable within one context only.
+    """
+
+    tier: MemoryTier
+    kind: Literal["turn", "summary", "fact"]
+    conversation_id: str
+    content: str
+    timestamp: datetime
+    score: float
+    turn_number: int | None = None
+    role: Role | None = None
+    turn_range: tuple[int, int] | None = None
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """What memory knows for one request: summary, recent turns and relevant items."""
+
+    conversation_id: str
+    user_id: str
+    summary: str | None
+    recent: tuple[Turn, ...]
+    items: tuple[MemoryItem, ...]
+    degraded: tuple[str, ...] = ()

@@ -18,22 +18,13 @@ from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tiers.vectors.worker import BackfillWorker
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class VectorServices:
-    """Tier 3: the index, the embedding model, and what keeps the index filled."""
-
-    index: VectorIndex
-    embeddings: SentenceEmbeddings
-    indexer: TurnIndexer
-    worker: BackfillWorker
-    backend: str
 
 
 @dataclass
@@ -45,17 +36,16 @@ class Services:
     store: SQLStore
     buffer: TurnBuffer
     schema_revision: str | None
-    vectors: VectorServices | None
+    vectors: Tier3 | None
 
     def close(self) -> None:
         """Stop the background work and close every store."""
         if self.vectors is not None:
-            self.vectors.worker.stop()
-            self.vectors.index.close()
+            self.vectors.close()
         self.engine.dispose()
 
 
-def build_vector_index(settings: MemorySettings) -> tuple[VectorIndex, str]:
+def build_vector_index(settings: MemorySettings, collection: str) -> tuple[VectorIndex, str]:
     """The tier-3 index the settings ask for (not opened yet), and its backend's name."""
     url = settings.qdrant_server_url
     if url:
@@ -63,20 +53,43 @@ def build_vector_index(settings: MemorySettings) -> tuple[VectorIndex, str]:
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         index: VectorIndex = QdrantIndex.from_url(
-            url,
-            api_key=api_key,
-            collection=settings.qdrant_collection_conversations,
-            dimension=settings.embedding_dimension,
+            url, api_key=api_key, collection=collection, dimension=settings.embedding_dimension
         )
         return index, f"qdrant server ({url})"
     from memory_chain.tiers.vectors.edge import EdgeIndex
 
     index = EdgeIndex(
-        settings.vector_path,
-        collection=settings.qdrant_collection_conversations,
-        dimension=settings.embedding_dimension,
+        settings.vector_path, collection=collection, dimension=settings.embedding_dimension
     )
     return index, f"embedded ({settings.vector_path})"
+
+
+def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
+    """Tier 3 with its facts collection; an index that cannot open now is retried later."""
+    index, backend = build_vector_index(settings, settings.qdrant_collection_conversations)
+    facts_index, _ = build_vector_index(settings, settings.qdrant_collection_user_facts)
+    embeddings = SentenceEmbeddings(
+        settings.embedding_model,
+        dimension=settings.embedding_dimension,
+        threads=settings.embedding_threads,
+    )
+    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
+    worker = BackfillWorker(indexer)
+    try:
+        index.open()
+        facts_index.open()
+        worker.index_open = True
+    except MemoryChainError as exc:
+        worker.last_error = str(exc)
+        logger.warning("tier 3 (%s) is unavailable, turns will queue: %s", backend, exc)
+    return Tier3(
+        index=index,
+        embeddings=embeddings,
+        indexer=indexer,
+        worker=worker,
+        facts=UserFacts(facts_index, embeddings),
+        backend=backend,
+    )
 
 
 def open_services(settings: MemorySettings, *, background: bool = False) -> Services:
@@ -99,25 +112,9 @@ def open_services(settings: MemorySettings, *, background: bool = False) -> Serv
         max_message_chars=settings.max_message_chars,
         queue_embeddings=settings.memory_tier3_enabled,
     )
-    vectors = None
-    if settings.memory_tier3_enabled:
-        index, backend = build_vector_index(settings)
-        embeddings = SentenceEmbeddings(
-            settings.embedding_model,
-            dimension=settings.embedding_dimension,
-            threads=settings.embedding_threads,
-        )
-        indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
-        worker = BackfillWorker(indexer)
-        try:
-            index.open()
-            worker.index_open = True
-        except MemoryChainError as exc:
-            worker.last_error = str(exc)
-            logger.warning("tier 3 (%s) is unavailable, turns will queue: %s", backend, exc)
-        vectors = VectorServices(index, embeddings, indexer, worker, backend)
-        if background:
-            worker.start()
+    vectors = open_tier3(settings, store) if settings.memory_tier3_enabled else None
+    if vectors is not None and background and vectors.worker is not None:
+        vectors.worker.start()
     return Services(
         settings=settings,
         engine=engine,

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from tests.postgres import find_bindir, postgres_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,3 +73,9 @@ def sqlite_store(tmp_path: Path) -> Iterator[SQLStore]:
     upgrade(engine)
     yield SQLStore(engine)
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def embeddings() -> SentenceEmbeddings:
+    """The real embedding model (loaded once per test run, offline)."""
+    return SentenceEmbeddings()

@@ -36,14 +36,14 @@ def _tier3_health(services: Services) -> dict[str, Any]:
     vectors = services.vectors
     if vectors is None:
         return {"enabled": False}
+    worker = vectors.worker
     return {
         "enabled": True,
         "backend": vectors.backend,
-        "available": vectors.worker.index_open and vectors.worker.last_error is None,
-        "last_error": vectors.worker.last_error,
+        "available": worker is not None and worker.index_open and worker.last_error is None,
+        "last_error": worker.last_error if worker else None,
         "queued_turns": EmbeddingOutbox(services.store).count(),
-        "embedding_model": vectors.embeddings.model_name,
-        "embedding_model_loaded": vectors.embeddings.is_loaded(),
+        "embedding_model": getattr(vectors.embeddings, "model_name", None),
     }
 
 

@@ -53,11 +53,6 @@ OTHER = [
 ]
 
 
-@pytest.fixture(scope="session")
-def embeddings() -> SentenceEmbeddings:
-    return SentenceEmbeddings()
-
-
 def make_index(kind: str, folder: Path) -> VectorIndex:
     if kind == "embedded":
         return EdgeIndex(folder / "vectors", dimension=384)
@@ -270,9 +265,7 @@ def test_user_isolation_property(owners: list[str], query: str, searcher: str) -
             TurnIndexer(EmbeddingOutbox(store), index, fake).drain()
             store_outbox = EmbeddingOutbox(store)
             store_outbox.enqueue()  # the next backend embeds the same turns
-            docs = TurnRetriever(index=index, embeddings=fake, user_id=searcher, k=20).invoke(
-                query
-            )
+            docs = TurnRetriever(index=index, embeddings=fake, user_id=searcher, k=20).invoke(query)
             assert {d.metadata["user_id"] for d in docs} <= {searcher}
             assert len(docs) == owners.count(searcher)
             index.close()
@@ -344,3 +337,21 @@ class TestQdrantRetrieverStandard(TestEmbeddedRetrieverStandard):
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
         return _standard_params("qdrant-memory")
+
+
+def test_outbox_is_settled_only_after_points_are_flushed(
+    queued_store: SQLStore, embeddings: SentenceEmbeddings
+) -> None:
+    outbox = EmbeddingOutbox(queued_store)
+    seen_at_flush: list[int] = []
+
+    class RecordingIndex(QdrantIndex):
+        def flush(self) -> None:
+            seen_at_flush.append(outbox.count())
+
+    index = RecordingIndex(QdrantClient(":memory:"))
+    index.open()
+    store_conversation(queued_store, "trip", "ana", TRIP)
+    TurnIndexer(outbox, index, embeddings, batch_size=4).drain()
+    assert seen_at_flush == [10, 6, 2]  # each batch still queued while it is flushed
+    assert outbox.count() == 0

@@ -224,6 +224,10 @@ class VectorIndex(Protocol):
         """Every point ``where`` selects, with its (normalized) vector, in no set order."""
         ...
 
+    def flush(self) -> None:
+        """Make every acknowledged upsert survive an OS crash or power loss too."""
+        ...
+
     def drop(self) -> None:
         """Remove the whole collection (``open`` creates it again)."""
         ...

@@ -97,6 +97,9 @@ class TurnIndexer:
                 for p, vector in zip(batch, vectors, strict=True)
             ]
         )
+        # Settle the outbox only once the points would survive a power loss: otherwise a
+        # crash could leave turns marked embedded whose points are gone.
+        self.index.flush()
         self.outbox.done([p.turn_id for p in batch])
 
     def drain(self, *, limit: int | None = None, progress: Progress | None = None) -> int:

@@ -285,6 +285,9 @@ class QdrantIndex:
                     raise
         logger.info("dropped Qdrant collection %s at %s", self.collection, self._where)
 
+    def flush(self) -> None:
+        """Nothing to do: upserts wait for the server's write-ahead log (``wait=True``)."""
+
     def close(self) -> None:
         """Close the client and its connections; idempotent."""
         if self._closed:

@@ -1,0 +1,221 @@
+"""The chat chain: memory in, the model's reply out, both turns stored.
+
+An LCEL runnable: ``prepare`` (resolve the conversation, retrieve memory, build the prompt)
+``| respond`` (stream the chat model, then store the user turn and the reply with the token
+counts the model reported; storing triggers consolidation, which runs in the background).
+It supports ``invoke``, ``stream``, ``batch`` and their async twins, and
+``astream_events`` shows the chat model's tokens.
+
+The conversation and user come from the config::
+
+    chain.invoke({"input": "Where do we fly?"},
+                 {"configurable": {"conversation_id": "trip", "user_id": "ana"}})
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from typing import Any, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from pydantic import BaseModel, Field
+
+from memory_chain.config import DEFAULT_USER_ID
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.manager import MemoryManager
+from memory_chain.messages import message_text, to_message
+from memory_chain.schemas import MemoryContext, MemoryItem, NewTurn, TokenUsage, validate_id
+from memory_chain.tokens import TokenCounter
+
+DEFAULT_SYSTEM_MESSAGE = (
+    "You are a helpful assistant with a long-term memory of your conversations with this "
+    "user. Use what you remember when it helps; say so when you do not know."
+)
+
+
+class LLMUnavailableError(MemoryChainError):
+    """The chat model could not be reached or failed."""
+
+
+class ChatInput(BaseModel):
+    """Input of the chat chain."""
+
+    input: str = Field(description="The user's message.")
+
+
+def _when(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def _describe(item: MemoryItem) -> str:
+    if item.kind == "summary" and item.turn_range:
+        where = f"summary of turns {item.turn_range[0]}-{item.turn_range[1]}"
+    elif item.kind == "fact":
+        where = "something the user asked you to remember"
+    else:
+        where = f"{item.role or 'turn'} #{item.turn_number}"
+    return (
+        f"- ({_when(item.timestamp)}, conversation {item.conversation_id}, {where}) {item.content}"
+    )
+
+
+def build_prompt_with_memory(
+    system_message: str, memory_context: MemoryContext, user_message: str
+) -> list[BaseMessage]:
+    """The seed's prompt: system message with what memory knows, recent turns, the message.
+
+    Args:
+        system_message: The assistant's instructions.
+        memory_context: From :meth:`MemoryManager.retrieve`.
+        user_message: The new message.
+
+    Returns:
+        Messages for the chat model.
+    """
+    parts = [system_message]
+    if memory_context.summary:
+        parts.append(f"Summary of this conversation so far:\n{memory_context.summary}")
+    if memory_context.items:
+        lines = "\n".join(_describe(item) for item in memory_context.items)
+        parts.append(f"Relevant memories (most relevant first):\n{lines}")
+    messages: list[BaseMessage] = [SystemMessage("\n\n".join(parts))]
+    messages.extend(to_message(turn) for turn in memory_context.recent)
+    messages.append(HumanMessage(user_message))
+    return messages
+
+
+def _identity(config: RunnableConfig | None, default_user: str) -> tuple[str, str]:
+    configurable = (config or {}).get("configurable", {})
+    conversation_id = configurable.get("conversation_id") or configurable.get("session_id")
+    if not conversation_id:
+        raise InvalidInputError(
+            "no conversation id: pass config={'configurable': {'conversation_id': '...'}}"
+        )
+    user_id = configurable.get("user_id") or default_user
+    return validate_id(conversation_id), validate_id(user_id, "user id")
+
+
+def _user_text(inputs: Any) -> str:
+    if isinstance(inputs, str):
+        text = inputs
+    elif isinstance(inputs, ChatInput):
+        text = inputs.input
+    elif isinstance(inputs, dict) and isinstance(inputs.get("input"), str):
+        text = inputs["input"]
+    else:
+        raise InvalidInputError('the chat chain takes {"input": "<the user message>"}')
+    if not text.strip():
+        raise InvalidInputError("the message is empty: send some text")
+    return text
+
+
+def _reply_turns(
+    user_text: str, reply: AIMessageChunk | AIMessage, counter: TokenCounter
+) -> list[NewTurn]:
+    """The user turn and the reply, with the model's token counts where it reported them."""
+    text = message_text(reply) or "(no reply)"
+    usage = reply.usage_metadata
+    if usage:
+        tokens = TokenUsage(
+            total=int(usage.get("total_tokens", 0)),
+            prompt=int(usage.get("input_tokens", 0)),
+            completion=int(usage.get("output_tokens", 0)),
+        )
+    else:
+        tokens = TokenUsage(total=counter.count(text))
+    user_tokens = TokenUsage(total=counter.count(user_text))
+    return [
+        NewTurn("user", user_text, tokens=user_tokens),
+        NewTurn("assistant", text, tokens=tokens),
+    ]
+
+
+def build_chat_chain(
+    manager: MemoryManager,
+    llm: BaseChatModel,
+    *,
+    system_message: str = DEFAULT_SYSTEM_MESSAGE,
+    default_user_id: str = DEFAULT_USER_ID,
+) -> Runnable[Any, AIMessageChunk]:
+    """The chat runnable.
+
+    Args:
+        manager: The memory manager (storage, retrieval, consolidation triggers).
+        llm: The chat model (``ChatOllama``, or a fake one in tests).
+        system_message: The assistant's instructions.
+        default_user_id: User when the config names none.
+
+    Returns:
+        A runnable taking ``{"input": str}`` (or a string) and the conversation in
+        ``configurable``, returning the reply as an ``AIMessageChunk``.
+    """
+
+    def prepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
+        conversation_id, user_id = _identity(config, default_user_id)
+        text = _user_text(inputs)
+        context = manager.retrieve(conversation_id, user_id, text)
+        messages = build_prompt_with_memory(system_message, context, text)
+        return {"ids": (conversation_id, user_id), "text": text, "messages": messages}
+
+    async def aprepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
+        conversation_id, user_id = _identity(config, default_user_id)
+        text = _user_text(inputs)
+        context = await manager.aretrieve(conversation_id, user_id, text)
+        messages = build_prompt_with_memory(system_message, context, text)
+        return {"ids": (conversation_id, user_id), "text": text, "messages": messages}
+
+    def respond(prepared: dict[str, Any], config: RunnableConfig) -> Iterator[AIMessageChunk]:
+        reply: AIMessageChunk | None = None
+        try:
+            for chunk in llm.stream(prepared["messages"], config):
+                reply = chunk if reply is None else reply + chunk
+                yield chunk
+        except MemoryChainError:
+            raise
+        except Exception as exc:
+            raise LLMUnavailableError(_llm_failure(exc)) from exc
+        if reply is not None:
+            conversation_id, user_id = prepared["ids"]
+            manager.add_turns(
+                conversation_id, user_id, _reply_turns(prepared["text"], reply, manager.counter)
+            )
+
+    async def arespond(
+        prepared: dict[str, Any], config: RunnableConfig
+    ) -> AsyncIterator[AIMessageChunk]:
+        reply: AIMessageChunk | None = None
+        try:
+            async for chunk in llm.astream(prepared["messages"], config):
+                reply = chunk if reply is None else reply + chunk
+                yield chunk
+        except MemoryChainError:
+            raise
+        except Exception as exc:
+            raise LLMUnavailableError(_llm_failure(exc)) from exc
+        if reply is not None:
+            conversation_id, user_id = prepared["ids"]
+            turns = _reply_turns(prepared["text"], reply, manager.counter)
+            await manager.aadd_turns(conversation_id, user_id, turns)
+
+    # RunnableLambda streams generator functions and aggregates their chunks on invoke; its
+    # type hints do not describe that, hence the casts.
+    respond_step = RunnableLambda(respond, afunc=arespond, name="respond_and_remember")  # type: ignore[arg-type]
+    chain = RunnableLambda(prepare, afunc=aprepare, name="retrieve_memory") | respond_step
+    typed = chain.with_types(input_type=ChatInput, output_type=AIMessageChunk)  # type: ignore[arg-type]
+    return cast(Runnable[Any, AIMessageChunk], typed.with_config(run_name="memory_chat"))
+
+
+def _llm_failure(exc: Exception) -> str:
+    return (
+        f"the chat model failed ({type(exc).__name__}: {exc}): check that Ollama runs at the "
+        "configured ollama_base_url and has the model pulled (`ollama pull <model>`)"
+    )

@@ -1,0 +1,325 @@
+"""Consolidation: tier 1 → tier-2 summary → tier 3, in the background.
+
+Triggers (the seed's): every ``message_threshold`` unsummarized messages, a tier-1 buffer over
+``token_limit`` tokens, the end of a conversation (:meth:`ConsolidationService.end`), an
+explicit save (a user message such as "remember this", whose text also goes to the user's
+facts), and ``idle_seconds`` of silence (a background scan). :meth:`consolidate` is the
+manual trigger.
+
+A consolidation summarizes the turns after the last summarized one with the summarization
+chain (retried with backoff), stores the range summary and the new running summary in one
+transaction, drains the tier-3 queue, and only then prunes tier 1 to its last ``keep_last``
+turns. It is idempotent: ranges are unique in SQL, and a per-conversation lock keeps one
+process from summarizing a range twice. Nothing runs in the caller's request: triggers
+submit work to a single background thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+
+from langchain_core.runnables import Runnable
+from langchain_core.runnables.config import run_in_executor
+
+from memory_chain.errors import MemoryChainError
+from memory_chain.schemas import Summary, Turn, utcnow
+from memory_chain.summarize import summary_inputs
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.progress import idle_backlog, summarized_through
+from memory_chain.tiers.vectors.tier import Tier3
+from memory_chain.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
+
+#: User messages that ask to remember something.
+EXPLICIT_SAVE = re.compile(
+    r"\b(remember (this|that)|please remember|don'?t forget|do not forget|keep in mind|"
+    r"note (this|that) down|save this)\b",
+    re.IGNORECASE,
+)
+#: Triggers that summarize whole chunks only; the others (end, idle, save, manual) flush all.
+THRESHOLD_REASONS = frozenset({"messages", "tokens"})
+
+
+class ConsolidationError(MemoryChainError):
+    """The summarization chain kept failing; the buffer was left as it was."""
+
+
+@dataclass
+class ConsolidationSettings:
+    """Triggers and actions (defaults are the seed's).
+
+    Attributes:
+        message_threshold: Unsummarized messages that trigger a consolidation.
+        token_limit: Tokens of unsummarized turns in tier 1 that trigger one.
+        idle_seconds: Silence after which a conversation is consolidated.
+        keep_last: Turns left in tier 1 after a consolidation.
+        max_turns_per_summary: Longest range summarized in one call (bounds the prompt).
+        retries: Attempts of the summarization chain.
+        backoff_seconds: First wait between attempts (doubles each time).
+        scan_seconds: How often the idle scan runs.
+    """
+
+    message_threshold: int = 10
+    token_limit: int = 2000
+    idle_seconds: float = 3600.0
+    keep_last: int = 5
+    max_turns_per_summary: int = 40
+    retries: int = 3
+    backoff_seconds: float = 1.0
+    scan_seconds: float = 60.0
+
+
+class ConsolidationService:
+    """Runs consolidations when triggers fire.
+
+    Args:
+        store: Tier 2.
+        buffer: Tier 1.
+        summarizer: The summarization chain (``{"summary", "turns"}`` → text).
+        tier3: Semantic memory (drained after each summary; facts go to its facts index).
+        counter: Counts summary tokens.
+        settings: Triggers and actions.
+        sleep: Waits between retries (replaceable in tests).
+    """
+
+    def __init__(
+        self,
+        store: SQLStore,
+        buffer: TurnBuffer,
+        summarizer: Runnable[dict[str, str], str],
+        *,
+        tier3: Tier3 | None = None,
+        counter: TokenCounter | None = None,
+        settings: ConsolidationSettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.buffer = buffer
+        self.summarizer = summarizer
+        self.tier3 = tier3
+        self.counter = counter or TokenCounter()
+        self.settings = settings or ConsolidationSettings()
+        self.sleep = sleep
+        self.failures = 0
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="consolidation")
+        self._pending: dict[str, Future[Summary | None]] = {}
+        self._pending_lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._stop = threading.Event()
+        self._scanner: threading.Thread | None = None
+
+    # -- triggers ---------------------------------------------------------------------------
+
+    def trigger_reason(self, conversation_id: str, user_id: str) -> str | None:
+        """Why the conversation should be consolidated now, or ``None``."""
+        through = summarized_through(self.store, conversation_id)
+        info = self.store.get_conversation(conversation_id, user_id=user_id)
+        if info is None or info.turn_count <= through:
+            return None
+        if info.turn_count - through >= self.settings.message_threshold:
+            return "messages"
+        cached = self.buffer.get(conversation_id, user_id) or []
+        tokens = sum(turn.token_total for turn in cached if turn.turn_number > through)
+        if tokens > self.settings.token_limit:
+            return "tokens"
+        return None
+
+    def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
+        """Check the triggers after a write; consolidation runs in the background."""
+        saves = [t for t in turns if t.role == "user" and EXPLICIT_SAVE.search(t.content)]
+        if saves:
+            self.schedule(conversation_id, user_id, "explicit save", facts=saves)
+            return
+        reason = self.trigger_reason(conversation_id, user_id)
+        if reason is not None:
+            self.schedule(conversation_id, user_id, reason)
+
+    def end(self, conversation_id: str, user_id: str) -> Future[Summary | None]:
+        """The conversation ended: consolidate what is left."""
+        return self.schedule(conversation_id, user_id, "conversation end")
+
+    def schedule(
+        self,
+        conversation_id: str,
+        user_id: str,
+        reason: str,
+        *,
+        facts: Sequence[Turn] = (),
+    ) -> Future[Summary | None]:
+        """Queue a consolidation (one pending per conversation, facts always kept)."""
+        with self._pending_lock:
+            pending = self._pending.get(conversation_id)
+            if pending is not None and not pending.done() and not facts:
+                return pending
+            future = self._executor.submit(self._run, conversation_id, user_id, reason, list(facts))
+            self._pending[conversation_id] = future
+            return future
+
+    def _run(
+        self, conversation_id: str, user_id: str, reason: str, facts: list[Turn]
+    ) -> Summary | None:
+        try:
+            if facts:
+                self._remember(user_id, facts)
+            return self.consolidate(conversation_id, user_id, reason=reason)
+        except Exception:
+            self.failures += 1
+            logger.exception("consolidation of %s (%s) failed", conversation_id, reason)
+            raise
+
+    def _remember(self, user_id: str, facts: list[Turn]) -> None:
+        if self.tier3 is None or self.tier3.facts is None:
+            logger.info("explicit save without a facts store: the turn stays in tiers 1-2")
+            return
+        self.tier3.facts.remember(user_id, facts)
+
+    # -- the work ---------------------------------------------------------------------------
+
+    def consolidate(
+        self, conversation_id: str, user_id: str, *, reason: str = "manual"
+    ) -> Summary | None:
+        """Summarize the unsummarized turns now (in the calling thread).
+
+        Returns:
+            The last stored range summary, or ``None`` if there was nothing to do (or another
+            process stored the same range first).
+
+        Raises:
+            ConsolidationError: If the summarization chain failed every attempt; nothing was
+                stored and tier 1 was not pruned.
+            ConversationNotFoundError: If the conversation does not exist for ``user_id``.
+        """
+        lock = self._locks.setdefault(conversation_id, threading.Lock())
+        with lock:
+            stored: Summary | None = None
+            while True:
+                info = self.store.get_conversation(conversation_id, user_id=user_id)
+                if info is None:
+                    return stored
+                through = summarized_through(self.store, conversation_id)
+                turns = self.store.get_turns(
+                    conversation_id,
+                    user_id=user_id,
+                    after=through,
+                    limit=self.settings.max_turns_per_summary,
+                )
+                if not turns:
+                    break
+                if (
+                    stored is not None
+                    and reason in THRESHOLD_REASONS
+                    and (info.turn_count - through < self.settings.message_threshold)
+                ):
+                    break  # a threshold trigger leaves a short tail for the next one
+                summary = self._summarize_range(conversation_id, info.summary, turns, reason)
+                if summary is None:  # another process got this range first
+                    break
+                stored = summary
+            if stored is not None:
+                self._after_summary(conversation_id, user_id)
+            return stored
+
+    async def aconsolidate(
+        self, conversation_id: str, user_id: str, *, reason: str = "manual"
+    ) -> Summary | None:
+        """Async :meth:`consolidate`."""
+        return await run_in_executor(
+            None, self.consolidate, conversation_id, user_id, reason=reason
+        )
+
+    def _summarize_range(
+        self, conversation_id: str, running: str | None, turns: list[Turn], reason: str
+    ) -> Summary | None:
+        start, end = turns[0].turn_number, turns[-1].turn_number
+        logger.info("consolidating %s turns %d-%d (%s)", conversation_id, start, end, reason)
+        range_text = self._invoke(summary_inputs(None, turns))
+        if running:
+            # Progressive: the new running summary folds this range's summary into the old.
+            marker = f"[{start}-{end}] summary: {range_text}"
+            new_running = self._invoke({**summary_inputs(running, []), "turns": marker})
+        else:
+            new_running = range_text
+        return self.store.add_summary(
+            conversation_id,
+            range_text,
+            (start, end),
+            token_count=self.counter.count(range_text),
+            running_summary=new_running,
+        )
+
+    def _invoke(self, inputs: dict[str, str]) -> str:
+        delay = self.settings.backoff_seconds
+        last: Exception | None = None
+        for attempt in range(1, self.settings.retries + 1):
+            try:
+                text = self.summarizer.invoke(inputs).strip()
+                if text:
+                    return text
+                last = ValueError("the model returned an empty summary")
+            except Exception as exc:  # any model or transport failure is retried
+                last = exc
+            if attempt < self.settings.retries:
+                logger.warning("summarization attempt %d failed: %s", attempt, last)
+                self.sleep(delay)
+                delay *= 2
+        raise ConsolidationError(
+            f"summarization failed {self.settings.retries} times ({last}): is the LLM "
+            "reachable? The turns stay unsummarized and will be retried"
+        ) from last
+
+    def _after_summary(self, conversation_id: str, user_id: str) -> None:
+        if self.tier3 is not None:
+            # Embed the range now (it is queued since it was stored); failures keep it queued.
+            self.tier3.indexer.try_drain()
+        # Only now, with the summary durably stored, may tier 1 drop older turns.
+        self.buffer.prune(conversation_id, keep_last=self.settings.keep_last)
+
+    # -- idle scan ----------------------------------------------------------------------------
+
+    def scan_idle(self) -> int:
+        """Schedule every conversation idle for ``idle_seconds`` with unsummarized turns."""
+        cutoff = utcnow() - timedelta(seconds=self.settings.idle_seconds)
+        backlog = idle_backlog(self.store, idle_since=cutoff)
+        for item in backlog:
+            self.schedule(item.conversation_id, item.user_id, "idle")
+        return len(backlog)
+
+    def start(self) -> None:
+        """Start the idle scan thread."""
+        if self._scanner is None or not self._scanner.is_alive():
+            self._stop.clear()
+            self._scanner = threading.Thread(
+                target=self._scan_loop, name="consolidation-idle-scan", daemon=True
+            )
+            self._scanner.start()
+
+    def _scan_loop(self) -> None:
+        while not self._stop.wait(self.settings.scan_seconds):
+            try:
+                self.scan_idle()
+            except MemoryChainError as exc:
+                logger.warning("idle scan failed: %s", exc)
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the scan and, with ``wait``, finish queued consolidations."""
+        self._stop.set()
+        if self._scanner is not None:
+            self._scanner.join(5)
+        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+
+
+__all__ = [
+    "EXPLICIT_SAVE",
+    "ConsolidationError",
+    "ConsolidationService",
+    "ConsolidationSettings",
+]

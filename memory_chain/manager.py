@@ -1,0 +1,378 @@
+"""The memory manager: one entry point that coordinates the three tiers.
+
+Writes go SQL first (the source of truth, with the turn queued for tier 3 in the same
+transaction), then tier 1, then the backfill is woken and consolidation triggers are checked
+(consolidation itself runs in the background). Reads build one :class:`MemoryContext`: tier-1
+recent turns, the tier-2 running summary, tier-2 keyword hits and tier-3 semantic hits (and
+the user's remembered facts), fused by reciprocal rank, deduplicated by (conversation, turn),
+with turns already in the recent window dropped.
+
+Example:
+    >>> manager = MemoryManager(store, TurnBuffer(), tier3=tier3)  # doctest: +SKIP
+    >>> manager.add_turns("trip", "ana", [HumanMessage("We fly on 3 May")])  # doctest: +SKIP
+    >>> manager.retrieve("trip", "ana", "when do we fly?").items[0].content  # doctest: +SKIP
+    'We fly on 3 May'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.runnables.config import run_in_executor
+
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.messages import to_message, to_new_turns
+from memory_chain.schemas import (
+    KeywordHit,
+    MemoryContext,
+    MemoryItem,
+    NewTurn,
+    Turn,
+    validate_id,
+)
+from memory_chain.tiers.buffer import TurnBuffer, load_into
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
+from memory_chain.tiers.vectors.tier import Tier3
+from memory_chain.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
+
+#: Reciprocal rank fusion constant (the usual 60: damps the head of each list).
+RRF_K = 60
+
+
+class TurnListener(Protocol):
+    """Told about stored turns (the consolidation service is one)."""
+
+    def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
+        """Turns were stored."""
+        ...
+
+
+@dataclass
+class RetrievalSettings:
+    """How much memory a request gets.
+
+    Attributes:
+        keyword_k: Tier-2 keyword hits per kind (turns, summaries).
+        semantic_k: Tier-3 semantic hits.
+        facts_k: Remembered facts.
+        max_items: Items kept after fusion.
+        scope: Search the ``"user"``'s conversations or only the ``"conversation"``.
+    """
+
+    keyword_k: int = 5
+    semantic_k: int = 5
+    facts_k: int = 3
+    max_items: int = 8
+    scope: str = "user"
+
+
+@dataclass
+class _Fused:
+    item: MemoryItem
+    score: float = 0.0
+    sources: list[str] = field(default_factory=list)
+
+
+def _turn_key(conversation_id: str, turn_number: int) -> tuple[str, str, int]:
+    return ("turn", conversation_id, turn_number)
+
+
+def fuse(
+    ranked_lists: dict[str, list[MemoryItem]], *, exclude: set[Any], limit: int
+) -> list[MemoryItem]:
+    """Reciprocal rank fusion of several ranked lists, deduplicated by item key.
+
+    Args:
+        ranked_lists: Source name → items, best first.
+        exclude: Keys to drop (turns already in the recent window).
+        limit: Items to keep.
+
+    Returns:
+        Items by fused score, best first, each listing the sources that found it.
+    """
+    fused: dict[Any, _Fused] = {}
+    for source, items in ranked_lists.items():
+        for rank, item in enumerate(items):
+            key = item_key(item)
+            if key in exclude:
+                continue
+            entry = fused.setdefault(key, _Fused(item))
+            entry.score += 1.0 / (RRF_K + rank + 1)
+            entry.sources.append(source)
+    best = sorted(fused.values(), key=lambda entry: entry.score, reverse=True)[:limit]
+    return [
+        MemoryItem(
+            tier=entry.item.tier,
+            kind=entry.item.kind,
+            conversation_id=entry.item.conversation_id,
+            content=entry.item.content,
+            timestamp=entry.item.timestamp,
+            score=entry.score,
+            turn_number=entry.item.turn_number,
+            role=entry.item.role,
+            turn_range=entry.item.turn_range,
+            sources=tuple(entry.sources),
+        )
+        for entry in best
+    ]
+
+
+def item_key(item: MemoryItem) -> tuple[Any, ...]:
+    """The identity of an item: turns by (conversation, turn) whichever tier found them."""
+    if item.kind == "turn" and item.turn_number is not None:
+        return _turn_key(item.conversation_id, item.turn_number)
+    if item.kind == "summary" and item.turn_range is not None:
+        return ("summary", item.conversation_id, item.turn_range[0])
+    return (item.kind, item.conversation_id, item.turn_number, item.content)
+
+
+def _keyword_item(hit: KeywordHit) -> MemoryItem:
+    return MemoryItem(
+        tier="tier2",
+        kind=hit.kind,
+        conversation_id=hit.conversation_id,
+        content=hit.text,
+        timestamp=hit.timestamp,
+        score=hit.score,
+        turn_number=hit.turn_number,
+        role=hit.role,
+        turn_range=hit.turn_range,
+    )
+
+
+def _vector_item(hit: VectorHit, tier: str) -> MemoryItem:
+    payload = hit.payload
+    return MemoryItem(
+        tier="facts" if tier == "facts" else "tier3",
+        kind="fact" if tier == "facts" else "turn",
+        conversation_id=payload.conversation_id,
+        content=payload.content,
+        timestamp=payload.timestamp,
+        score=hit.score,
+        turn_number=payload.turn_number,
+        role=payload.role,  # type: ignore[arg-type]
+    )
+
+
+class MemoryManager:
+    """Coordinates tier 1, tier 2 and tier 3.
+
+    Args:
+        store: Tier 2 (created with ``queue_embeddings=True`` when tier 3 is on).
+        buffer: Tier 1.
+        tier3: Semantic memory, or ``None`` to run on tiers 1-2 only.
+        counter: Counts tokens of messages the model did not report usage for.
+        retrieval: How much memory each request gets.
+    """
+
+    def __init__(
+        self,
+        store: SQLStore,
+        buffer: TurnBuffer,
+        *,
+        tier3: Tier3 | None = None,
+        counter: TokenCounter | None = None,
+        retrieval: RetrievalSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.buffer = buffer
+        self.tier3 = tier3
+        self.counter = counter or TokenCounter()
+        self.retrieval = retrieval or RetrievalSettings()
+        self.listeners: list[TurnListener] = []
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-retrieve")
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def add_turns(
+        self,
+        conversation_id: str,
+        user_id: str,
+        turns: Sequence[BaseMessage] | Sequence[NewTurn],
+    ) -> list[Turn]:
+        """Store turns: SQL (and the tier-3 queue) first, then tier 1; then wake listeners.
+
+        Raises:
+            InvalidInputError: On malformed input (nothing is stored).
+            ConversationNotFoundError: If the conversation belongs to another user.
+        """
+        if all(isinstance(turn, NewTurn) for turn in turns):
+            new_turns = [turn for turn in turns if isinstance(turn, NewTurn)]
+        else:
+            new_turns = to_new_turns([t for t in turns if isinstance(t, BaseMessage)], self.counter)
+            if len(new_turns) != len(turns):
+                raise InvalidInputError("pass either messages or NewTurn objects, not a mix")
+        stored = self.store.append_turns(conversation_id, new_turns, user_id=user_id)
+        self.buffer.extend(conversation_id, stored, user_id=user_id)
+        if self.tier3 is not None:
+            self.tier3.notify()
+        for listener in self.listeners:
+            try:
+                listener.on_turns_added(conversation_id, user_id, stored)
+            except Exception:  # a trigger must never fail a stored write
+                logger.exception("turn listener failed for %s", conversation_id)
+        return stored
+
+    async def aadd_turns(
+        self,
+        conversation_id: str,
+        user_id: str,
+        turns: Sequence[BaseMessage] | Sequence[NewTurn],
+    ) -> list[Turn]:
+        """Async :meth:`add_turns`."""
+        return await run_in_executor(None, self.add_turns, conversation_id, user_id, turns)
+
+    def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
+        """Remove a conversation from every tier (rows, cache, points, facts)."""
+        deleted = self.store.delete_conversation(conversation_id, user_id=user_id)
+        self.buffer.invalidate(conversation_id)
+        if deleted and self.tier3 is not None:
+            try:
+                self.tier3.indexer.forget(user_id=user_id, conversation_id=conversation_id)
+                if self.tier3.facts is not None:
+                    self.tier3.facts.forget(user_id, conversation_id)
+            except MemoryChainError as exc:
+                # The rows are gone; stray points are filtered out of results by
+                # conversation and removed by the next reindex.
+                logger.warning("points of %s not removed yet: %s", conversation_id, exc)
+        return deleted
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def recent_turns(self, conversation_id: str, user_id: str) -> list[Turn]:
+        """Tier 1: the conversation's last turns (loaded from SQL on a miss)."""
+        cached = self.buffer.get(conversation_id, user_id)
+        if cached is None:
+            load_into(self.buffer, self.store, conversation_id, user_id)
+            cached = self.buffer.get(conversation_id, user_id)
+        if cached is None:  # evicted at once by a tiny buffer
+            cached = self.store.recent_turns(
+                conversation_id, self.buffer.max_turns, user_id=user_id
+            )
+        return cached
+
+    def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
+        """Build the memory context of one request.
+
+        Keyword search runs in a worker thread while the query is embedded; a tier that
+        fails is skipped and named in ``degraded``.
+        """
+        validate_id(conversation_id)
+        validate_id(user_id, "user id")
+        settings = self.retrieval
+        scoped = conversation_id if settings.scope == "conversation" else None
+        keyword_future = self._pool.submit(
+            self.store.search,
+            query,
+            user_id=user_id,
+            conversation_id=scoped,
+            limit=settings.keyword_k,
+        )
+        recent = self.recent_turns(conversation_id, user_id)
+        info = self.store.get_conversation(conversation_id, user_id=user_id)
+        degraded: list[str] = []
+        lists: dict[str, list[MemoryItem]] = {}
+        semantic, facts = self._semantic(user_id, scoped, query, degraded)
+        lists["tier3"] = semantic
+        lists["facts"] = facts
+        try:
+            hits = keyword_future.result()
+            lists["tier2-turns"] = [_keyword_item(h) for h in hits if h.kind == "turn"]
+            lists["tier2-summaries"] = [_keyword_item(h) for h in hits if h.kind == "summary"]
+        except MemoryChainError as exc:
+            degraded.append(f"tier2 keyword search: {exc}")
+        exclude = {_turn_key(conversation_id, turn.turn_number) for turn in recent}
+        return MemoryContext(
+            conversation_id=conversation_id,
+            user_id=user_id,
+            summary=info.summary if info else None,
+            recent=tuple(recent),
+            items=tuple(fuse(lists, exclude=exclude, limit=settings.max_items)),
+            degraded=tuple(degraded),
+        )
+
+    async def aretrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
+        """Async :meth:`retrieve` (CPU-bound parts stay off the event loop)."""
+        return await run_in_executor(None, self.retrieve, conversation_id, user_id, query)
+
+    def _semantic(
+        self, user_id: str, conversation_id: str | None, query: str, degraded: list[str]
+    ) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        tier3 = self.tier3
+        if tier3 is None or not query.strip():
+            return [], []
+        try:
+            vector = tier3.embeddings.embed_query(query)
+            hits = tier3.index.search(
+                vector,
+                VectorFilter(user_id=user_id, conversation_id=conversation_id),
+                self.retrieval.semantic_k,
+            )
+        except MemoryChainError as exc:
+            degraded.append(f"tier3 semantic search: {exc}")
+            return [], []
+        facts: list[MemoryItem] = []
+        if tier3.facts is not None:
+            try:
+                facts = [
+                    _vector_item(hit, "facts")
+                    for hit in tier3.facts.search(user_id, vector, self.retrieval.facts_k)
+                ]
+            except MemoryChainError as exc:
+                degraded.append(f"user facts: {exc}")
+        return [_vector_item(hit, "tier3") for hit in hits], facts
+
+    def history(self, conversation_id: str, user_id: str) -> MemoryChatMessageHistory:
+        """The composed chat history of a conversation (summary + recent turns)."""
+        return MemoryChatMessageHistory(self, conversation_id, user_id=user_id)
+
+    def close(self) -> None:
+        """Stop the retrieval threads."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class MemoryChatMessageHistory(BaseChatMessageHistory):
+    """The composed history: the running summary (as a system message) and recent turns.
+
+    Works with ``RunnableWithMessageHistory`` (pass both ``input_messages_key`` and
+    ``history_messages_key``): new messages are stored through the manager, so they reach
+    every tier and consolidation triggers.
+
+    Args:
+        manager: The memory manager.
+        conversation_id: The conversation.
+        user_id: Its owner.
+    """
+
+    def __init__(self, manager: MemoryManager, conversation_id: str, *, user_id: str) -> None:
+        self.manager = manager
+        self.conversation_id = validate_id(conversation_id)
+        self.user_id = validate_id(user_id, "user id")
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """Summary of the conversation so far, then its recent turns."""
+        recent = self.manager.recent_turns(self.conversation_id, self.user_id)
+        info = self.manager.store.get_conversation(self.conversation_id, user_id=self.user_id)
+        messages: list[BaseMessage] = []
+        if info is not None and info.summary:
+            messages.append(SystemMessage(f"Summary of the conversation so far: {info.summary}"))
+        messages.extend(to_message(turn) for turn in recent)
+        return messages
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store messages in every tier."""
+        self.manager.add_turns(self.conversation_id, self.user_id, list(messages))
+
+    def clear(self) -> None:
+        """Delete the conversation from every tier."""
+        self.manager.delete_conversation(self.conversation_id, self.user_id)

@@ -1,0 +1,79 @@
+"""How far consolidation has come: summarized ranges and conversations waiting for one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Subquery, func, select
+
+from memory_chain.schemas import as_utc
+from memory_chain.tiers.sql.models import conversations, summaries
+from memory_chain.tiers.sql.rows import naive_utc, storage_errors
+from memory_chain.tiers.sql.store import SQLStore
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """A conversation with turns that no summary covers yet."""
+
+    conversation_id: str
+    user_id: str
+    summarized_through: int
+    turn_count: int
+    last_message_at: datetime | None
+
+
+def _covered() -> Subquery:
+    return (
+        select(
+            summaries.c.conversation_id,
+            func.max(summaries.c.turn_range_end).label("covered"),
+        )
+        .group_by(summaries.c.conversation_id)
+        .subquery()
+    )
+
+
+def summarized_through(store: SQLStore, conversation_id: str) -> int:
+    """The last turn number covered by a stored summary (0 when none)."""
+    statement = select(func.coalesce(func.max(summaries.c.turn_range_end), 0)).where(
+        summaries.c.conversation_id == conversation_id
+    )
+    with storage_errors(), store.engine.connect() as conn:
+        return int(conn.execute(statement).scalar_one())
+
+
+def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> list[Backlog]:
+    """Active conversations silent since ``idle_since`` with unsummarized turns."""
+    covered = _covered()
+    through = func.coalesce(covered.c.covered, 0)
+    statement = (
+        select(
+            conversations.c.conversation_id,
+            conversations.c.user_id,
+            through.label("through"),
+            conversations.c.turn_count,
+            conversations.c.last_message_at,
+        )
+        .outerjoin(covered, covered.c.conversation_id == conversations.c.conversation_id)
+        .where(
+            conversations.c.status == "active",
+            conversations.c.last_message_at < naive_utc(idle_since),
+            conversations.c.turn_count > through,
+        )
+        .order_by(conversations.c.last_message_at)
+        .limit(limit)
+    )
+    with storage_errors(), store.engine.connect() as conn:
+        rows = conn.execute(statement).all()
+    return [
+        Backlog(
+            conversation_id=row.conversation_id,
+            user_id=row.user_id or "",
+            summarized_through=int(row.through),
+            turn_count=int(row.turn_count or 0),
+            last_message_at=as_utc(row.last_message_at) if row.last_message_at else None,
+        )
+        for row in rows
+    ]

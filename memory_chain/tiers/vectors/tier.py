@@ -1,0 +1,46 @@
+"""Tier 3 as one object: the index, its model, and what keeps it filled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.embeddings import Embeddings
+
+from memory_chain.tiers.vectors.facts import UserFacts
+from memory_chain.tiers.vectors.index import VectorIndex
+from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.worker import BackfillWorker
+
+
+@dataclass
+class Tier3:
+    """Everything semantic memory needs.
+
+    Attributes:
+        index: The turns collection (``conversation_memory``).
+        embeddings: The embedding model.
+        indexer: Moves queued turns into ``index``.
+        worker: Runs ``indexer`` in the background (``None``: callers drain explicitly).
+        facts: The ``user_facts`` collection (``None``: explicit saves keep only the turn).
+        backend: A human-readable name of the engine, for logs and ``/health``.
+    """
+
+    index: VectorIndex
+    embeddings: Embeddings
+    indexer: TurnIndexer
+    worker: BackfillWorker | None = None
+    facts: UserFacts | None = None
+    backend: str = ""
+
+    def notify(self) -> None:
+        """New turns are queued."""
+        if self.worker is not None:
+            self.worker.notify()
+
+    def close(self) -> None:
+        """Stop the worker and close the collections."""
+        if self.worker is not None:
+            self.worker.stop()
+        self.index.close()
+        if self.facts is not None:
+            self.facts.index.close()

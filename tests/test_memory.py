@@ -1,0 +1,436 @@
+"""Memory manager, consolidation triggers and the chat chain, with fake chat models."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
+from qdrant_client import QdrantClient
+from sqlalchemy import update
+
+from memory_chain.chain import LLMUnavailableError, build_chat_chain, build_prompt_with_memory
+from memory_chain.consolidation import (
+    ConsolidationError,
+    ConsolidationService,
+    ConsolidationSettings,
+)
+from memory_chain.errors import InvalidInputError
+from memory_chain.manager import MemoryManager, fuse
+from memory_chain.schemas import MemoryItem, NewTurn, TokenUsage, utcnow
+from memory_chain.summarize import build_summarization_chain
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.models import conversations
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.facts import UserFacts
+from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.qdrant import QdrantIndex
+from memory_chain.tiers.vectors.tier import Tier3
+
+CFG = {"configurable": {"conversation_id": "trip", "user_id": "ana"}}
+
+
+class ScriptedSummarizer:
+    """A summarization chain stand-in: fails ``failures`` times, then answers; counts calls."""
+
+    def __init__(self, failures: int = 0, delay: float = 0.0) -> None:
+        self.failures = failures
+        self.delay = delay
+        self.calls: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    def invoke(self, inputs: dict[str, str], *_: Any, **__: Any) -> str:
+        with self.lock:
+            self.calls.append(inputs)
+            if self.failures > 0:
+                self.failures -= 1
+                raise ConnectionError("model down")
+        time.sleep(self.delay)
+        return f"summary #{len(self.calls)} of {inputs['turns'].count(chr(10)) + 1} lines"
+
+
+def fake_llm(prefix: str = "reply") -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter(AIMessage(f"{prefix} {i}") for i in range(10_000)))
+
+
+@pytest.fixture
+def memory(
+    tmp_path: Path, embeddings: SentenceEmbeddings
+) -> Iterator[tuple[MemoryManager, ConsolidationService, ScriptedSummarizer]]:
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
+    upgrade(engine)
+    store = SQLStore(engine, queue_embeddings=True)
+    index = QdrantIndex(QdrantClient(":memory:"))
+    index.open()
+    facts_index = QdrantIndex(QdrantClient(":memory:"), collection="user_facts")
+    facts_index.open()
+    tier3 = Tier3(
+        index=index,
+        embeddings=embeddings,
+        indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings),
+        facts=UserFacts(facts_index, embeddings),
+    )
+    manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
+    summarizer = ScriptedSummarizer()
+    service = ConsolidationService(
+        store,
+        manager.buffer,
+        summarizer,  # type: ignore[arg-type]
+        tier3=tier3,
+        settings=ConsolidationSettings(backoff_seconds=0.01),
+    )
+    manager.listeners.append(service)
+    yield manager, service, summarizer
+    service.stop()
+    manager.close()
+    engine.dispose()
+
+
+def chat(manager: MemoryManager, conversation: str, user: str, *texts: str) -> None:
+    for text in texts:
+        manager.add_turns(
+            conversation, user, [NewTurn("user", text), NewTurn("assistant", f"ok: {text}")]
+        )
+
+
+def wait_idle(service: ConsolidationService) -> None:
+    for future in list(service._pending.values()):
+        future.result(timeout=60)
+
+
+# -- merge and deduplication -----------------------------------------------------------------
+
+
+def _item(tier: str, kind: str, n: int | None, conversation: str = "c") -> MemoryItem:
+    return MemoryItem(
+        tier=tier,  # type: ignore[arg-type]
+        kind=kind,  # type: ignore[arg-type]
+        conversation_id=conversation,
+        content=f"{kind} {n}",
+        timestamp=utcnow(),
+        score=1.0,
+        turn_number=n if kind == "turn" else None,
+        turn_range=(1, 10) if kind == "summary" else None,
+    )
+
+
+def test_fuse_deduplicates_by_turn_and_drops_recent_turns() -> None:
+    keyword = [_item("tier2", "turn", 3), _item("tier2", "turn", 7), _item("tier2", "turn", 12)]
+    semantic = [_item("tier3", "turn", 7), _item("tier3", "turn", 3), _item("tier3", "turn", 2)]
+    summaries = [_item("tier2", "summary", None)]
+    fused = fuse(
+        {"kw": keyword, "sem": semantic, "sum": summaries},
+        exclude={("turn", "c", 12)},
+        limit=10,
+    )
+    turns = [item.turn_number for item in fused if item.kind == "turn"]
+    assert sorted(turns) == [2, 3, 7]  # 12 is in the recent window; 3 and 7 appear once
+    by_turn = {item.turn_number: item for item in fused}
+    assert set(by_turn[3].sources) == {"kw", "sem"}
+    assert by_turn[3].score > by_turn[2].score  # found twice beats found once
+    assert [item.score for item in fused] == sorted((item.score for item in fused), reverse=True)
+    assert len(fuse({"kw": keyword}, exclude=set(), limit=2)) == 2
+    # Same turn number in another conversation is another item.
+    other = fuse({"a": [_item("tier3", "turn", 3, "x")], "b": keyword}, exclude=set(), limit=9)
+    assert len([i for i in other if i.turn_number == 3]) == 2
+
+
+def test_retrieve_merges_every_tier(memory: Any) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", "We fly to Lisbon on May 3rd", "Budget is 2000 euros")
+    chat(manager, "trip", "ana", *[f"filler message {i}" for i in range(8)])
+    wait_idle(service)  # 20 messages: one consolidation stored a summary and embedded turns
+    manager.tier3.indexer.drain()
+    context = manager.retrieve("trip", "ana", "When do we fly to Lisbon?")
+    assert context.summary is not None
+    assert [t.turn_number for t in context.recent] == list(range(16, 21))  # pruned to 5
+    recent = {t.turn_number for t in context.recent}
+    assert all(item.turn_number not in recent for item in context.items if item.kind == "turn")
+    keys = [(i.conversation_id, i.turn_number) for i in context.items if i.kind == "turn"]
+    assert len(keys) == len(set(keys))
+    assert context.items[0].turn_number == 1  # found by both keyword and semantic search
+    assert {"tier2-turns", "tier3"} <= set(context.items[0].sources)
+    assert context.degraded == ()
+
+
+def test_retrieve_degrades_when_tier3_is_down(memory: Any) -> None:
+    manager, _, _ = memory
+    chat(manager, "trip", "ana", "We fly to Lisbon")
+    manager.tier3.index.close()
+    context = manager.retrieve("trip", "ana", "Lisbon")
+    assert any("tier3" in reason for reason in context.degraded)
+    assert [t.turn_number for t in context.recent] == [1, 2]
+
+
+# -- triggers ----------------------------------------------------------------------------------
+
+
+def test_message_trigger_every_ten_messages(memory: Any) -> None:
+    manager, service, summarizer = memory
+    chat(manager, "trip", "ana", *[f"m{i}" for i in range(4)])  # 8 messages
+    wait_idle(service)
+    assert manager.store.get_summaries("trip") == []
+    chat(manager, "trip", "ana", "m4")  # 10 messages
+    wait_idle(service)
+    (summary,) = manager.store.get_summaries("trip")
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
+    assert len(summarizer.calls) == 1
+    assert "[1] user: m0" in summarizer.calls[0]["turns"]
+    # Tier 1 pruned to the last 5, only after the summary was stored.
+    assert [t.turn_number for t in manager.buffer.get("trip", "ana")] == [6, 7, 8, 9, 10]
+    chat(manager, "trip", "ana", *[f"n{i}" for i in range(5)])
+    wait_idle(service)
+    ranges = [(s.turn_range_start, s.turn_range_end) for s in manager.store.get_summaries("trip")]
+    assert ranges == [(1, 10), (11, 20)]
+    # Progressive: the second running summary was built from the first.
+    assert summarizer.calls[-1]["summary"] == "summary #1 of 10 lines"
+
+
+def test_token_trigger(memory: Any) -> None:
+    manager, service, _ = memory
+    long_turn = NewTurn("user", "word " * 50, tokens=TokenUsage(total=2100))
+    manager.add_turns("trip", "ana", [long_turn])
+    wait_idle(service)
+    assert [
+        (s.turn_range_start, s.turn_range_end) for s in manager.store.get_summaries("trip")
+    ] == [(1, 1)]
+
+
+def test_end_of_conversation_and_manual_trigger(memory: Any) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", "short one")
+    wait_idle(service)
+    assert manager.store.get_summaries("trip") == []
+    summary = service.end("trip", "ana").result(timeout=30)
+    assert summary is not None
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 2)
+    assert service.consolidate("trip", "ana") is None  # nothing new: no-op
+
+
+def test_idle_trigger(memory: Any) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", "old chat")
+    chat(manager, "fresh", "ana", "new chat")
+    with manager.store.engine.begin() as conn:
+        conn.execute(
+            update(conversations)
+            .where(conversations.c.conversation_id == "trip")
+            .values(last_message_at=(utcnow() - timedelta(hours=2)).replace(tzinfo=None))
+        )
+    assert service.scan_idle() == 1
+    wait_idle(service)
+    assert len(manager.store.get_summaries("trip")) == 1
+    assert manager.store.get_summaries("fresh") == []
+
+
+def test_idle_scan_thread_runs_in_background(memory: Any) -> None:
+    manager, service, _ = memory
+    service.settings.idle_seconds = 0.0
+    service.settings.scan_seconds = 0.1
+    chat(manager, "trip", "ana", "idle soon")
+    service.start()
+    deadline = time.monotonic() + 30
+    while not manager.store.get_summaries("trip") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(manager.store.get_summaries("trip")) == 1
+
+
+def test_explicit_save_goes_to_user_facts_across_conversations(memory: Any) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", "Remember this: my passport number ends in 4471.")
+    wait_idle(service)
+    assert len(manager.store.get_summaries("trip")) == 1  # explicit save consolidates too
+    assert manager.tier3.facts.index.count() == 1
+    # A new conversation of the same user finds it; another user does not.
+    chat(manager, "other", "ana", "hello again")
+    context = manager.retrieve("other", "ana", "what is my passport number?")
+    facts = [item for item in context.items if item.kind == "fact"]
+    assert facts
+    assert "4471" in facts[0].content
+    assert facts[0].conversation_id == "trip"
+    chat(manager, "bobs", "bob", "hi")
+    bob = manager.retrieve("bobs", "bob", "what is my passport number?")
+    assert all("4471" not in item.content for item in bob.items)
+
+
+# -- idempotency, retries, no prune before store ------------------------------------------------
+
+
+def test_concurrent_consolidations_write_one_summary(memory: Any) -> None:
+    manager, service, summarizer = memory
+    summarizer.delay = 0.05
+    for i in range(5):
+        manager.store.append_turns("trip", [NewTurn("user", f"m{i}")], user_id="ana")
+    other = ConsolidationService(manager.store, manager.buffer, summarizer)  # another replica
+    results: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def run(svc: ConsolidationService) -> None:
+        barrier.wait()
+        results.append(svc.consolidate("trip", "ana"))
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in (service, service, other, other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(manager.store.get_summaries("trip")) == 1
+    assert sum(result is not None for result in results) == 1
+
+
+def test_failed_llm_is_retried_with_backoff(memory: Any) -> None:
+    manager, service, summarizer = memory
+    waits: list[float] = []
+    service.sleep = waits.append
+    summarizer.failures = 2
+    chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
+    wait_idle(service)
+    assert len(manager.store.get_summaries("trip")) == 1
+    assert waits == [0.01, 0.02]
+
+
+def test_failed_llm_leaves_buffer_intact(memory: Any) -> None:
+    manager, service, summarizer = memory
+    service.sleep = lambda _s: None
+    summarizer.failures = 100
+    chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
+    future = service._pending["trip"]
+    with pytest.raises(ConsolidationError, match="LLM reachable"):
+        future.result(timeout=30)
+    assert manager.store.get_summaries("trip") == []
+    assert [t.turn_number for t in manager.buffer.get("trip", "ana")] == list(range(1, 11))
+    assert service.failures == 1
+
+
+def test_no_prune_when_the_summary_cannot_be_stored(memory: Any, monkeypatch: Any) -> None:
+    manager, service, _ = memory
+
+    def broken(*_a: Any, **_k: Any) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(manager.store, "add_summary", broken)
+    chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
+    with pytest.raises(RuntimeError):
+        service._pending["trip"].result(timeout=30)
+    assert len(manager.buffer.get("trip", "ana")) == 10
+
+
+# -- composed history and chat chain -------------------------------------------------------------
+
+
+def test_composed_history_with_runnable_with_message_history(memory: Any) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", *[f"m{i}" for i in range(5)])
+    wait_idle(service)
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    seen: list[list[Any]] = []
+
+    def model(value: Any) -> AIMessage:
+        seen.append(value.to_messages())
+        return AIMessage("fine")
+
+    chain = RunnableWithMessageHistory(
+        prompt | RunnableLambda(model),
+        lambda session_id: manager.history(session_id, "ana"),
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    chain.invoke({"question": "and now?"}, {"configurable": {"session_id": "trip"}})
+    first = seen[0]
+    assert first[0].type == "system"
+    assert "Summary of the conversation so far" in first[0].content
+    # The summary, the 5 turns left after pruning (6-10), the question.
+    assert [m.content for m in first[1:]] == ["ok: m2", "m3", "ok: m3", "m4", "ok: m4", "and now?"]
+    assert manager.store.get_turns("trip")[-1].content == "fine"
+
+
+def test_prompt_contains_memory_recent_turns_and_message(memory: Any) -> None:
+    manager, _, _ = memory
+    chat(manager, "trip", "ana", "We fly to Lisbon")
+    context = manager.retrieve("trip", "ana", "Lisbon")
+    messages = build_prompt_with_memory("Be helpful.", context, "When?")
+    assert messages[0].type == "system"
+    assert messages[0].content.startswith("Be helpful.")
+    assert [m.content for m in messages[1:]] == [
+        "We fly to Lisbon",
+        "ok: We fly to Lisbon",
+        "When?",
+    ]
+
+
+def test_chat_chain_all_entry_points_store_both_turns(memory: Any) -> None:
+    manager, service, _ = memory
+    chain = build_chat_chain(manager, fake_llm())
+    reply = chain.invoke({"input": "first"}, CFG)
+    assert reply.content == "reply 0"
+    assert "".join(c.content for c in chain.stream({"input": "second"}, CFG)) == "reply 1"
+    assert len(chain.batch([{"input": "b1"}, {"input": "b2"}], CFG)) == 2
+
+    async def run_async() -> list[str]:
+        await chain.ainvoke({"input": "third"}, CFG)
+        chunks = [c.content async for c in chain.astream({"input": "fourth"}, CFG)]
+        events = [e async for e in chain.astream_events({"input": "fifth"}, CFG, version="v2")]
+        assert any(e["event"] == "on_chat_model_stream" for e in events)
+        return chunks
+
+    assert len(asyncio.run(run_async())) > 1
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert len(turns) == 14
+    assert [t.role for t in turns] == ["user", "assistant"] * 7
+    assert turns[0].tokens is not None
+    assert turns[0].tokens.total > 0
+    wait_idle(service)
+    assert manager.store.get_summaries("trip")  # 14 messages triggered a consolidation
+
+
+def test_chat_chain_errors(memory: Any) -> None:
+    manager, _, _ = memory
+    chain = build_chat_chain(manager, fake_llm())
+    with pytest.raises(InvalidInputError, match="conversation id"):
+        chain.invoke({"input": "hi"})
+    with pytest.raises(InvalidInputError, match="empty"):
+        chain.invoke({"input": "  "}, CFG)
+    with pytest.raises(InvalidInputError, match="input"):
+        chain.invoke({"text": "hi"}, CFG)
+
+    class Down(GenericFakeChatModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("connection refused")
+
+        def _stream(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionError("connection refused")
+
+    with pytest.raises(LLMUnavailableError, match="ollama_base_url"):
+        build_chat_chain(manager, Down(messages=iter([]))).invoke({"input": "hi"}, CFG)
+    assert manager.store.get_turns("trip") == []  # nothing half-stored
+
+
+def test_summarization_chain_with_fake_model() -> None:
+    llm = GenericFakeChatModel(messages=iter([AIMessage("Ana flies to Lisbon on 3 May.")]))
+    chain = build_summarization_chain(llm)
+    assert chain.invoke({"summary": "(nothing yet)", "turns": "[1] user: hi"}).startswith("Ana")
+    prompt = chain.first  # type: ignore[attr-defined]
+    rendered = prompt.invoke({"summary": "S", "turns": "T"}).to_messages()
+    assert "Keep every name, date, time, number" in rendered[0].content
+    assert "S" in rendered[1].content
+    assert "T" in rendered[1].content
+
+
+def test_add_turns_rejects_mixed_input(memory: Any) -> None:
+    manager, _, _ = memory
+    with pytest.raises(InvalidInputError, match="mix"):
+        manager.add_turns("trip", "ana", [NewTurn("user", "a"), HumanMessage("b")])

@@ -242,12 +242,8 @@ class ConsolidationService:
         start, end = turns[0].turn_number, turns[-1].turn_number
         logger.info("consolidating %s turns %d-%d (%s)", conversation_id, start, end, reason)
         range_text = self._invoke(summary_inputs(None, turns))
-        if running:
-            # Progressive: the new running summary folds this range's summary into the old.
-            marker = f"[{start}-{end}] summary: {range_text}"
-            new_running = self._invoke({**summary_inputs(running, []), "turns": marker})
-        else:
-            new_running = range_text
+        # Progressive: the running summary so far plus the new turns give the new one.
+        new_running = self._invoke(summary_inputs(running, turns)) if running else range_text
         return self.store.add_summary(
             conversation_id,
             range_text,

@@ -38,6 +38,7 @@ from memory_chain.schemas import (
 )
 from memory_chain.tiers.buffer import TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.progress import summarized_through
 from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
@@ -172,6 +173,7 @@ class MemoryManager:
         tier3: Semantic memory, or ``None`` to run on tiers 1-2 only.
         counter: Counts tokens of messages the model did not report usage for.
         retrieval: How much memory each request gets.
+        keep_after_consolidation: Turns consolidation leaves in tier 1 (rebuilt on a miss).
     """
 
     def __init__(
@@ -182,8 +184,10 @@ class MemoryManager:
         tier3: Tier3 | None = None,
         counter: TokenCounter | None = None,
         retrieval: RetrievalSettings | None = None,
+        keep_after_consolidation: int = 5,
     ) -> None:
         self.store = store
+        self.keep_after_consolidation = keep_after_consolidation
         self.buffer = buffer
         self.tier3 = tier3
         self.counter = counter or TokenCounter()
@@ -252,7 +256,13 @@ class MemoryManager:
         """Tier 1: the conversation's last turns (loaded from SQL on a miss)."""
         cached = self.buffer.get(conversation_id, user_id)
         if cached is None:
-            load_into(self.buffer, self.store, conversation_id, user_id)
+            # Rebuild what tier 1 held: the unsummarized turns, and at least the last
+            # `keep_after_consolidation` (consolidation pruned the rest).
+            info = self.store.get_conversation(conversation_id, user_id=user_id)
+            through = summarized_through(self.store, conversation_id) if info else 0
+            unsummarized = (info.turn_count if info else 0) - through
+            limit = max(unsummarized, self.keep_after_consolidation)
+            load_into(self.buffer, self.store, conversation_id, user_id, limit=limit)
             cached = self.buffer.get(conversation_id, user_id)
         if cached is None:  # evicted at once by a tiny buffer
             cached = self.store.recent_turns(

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
+from langchain_core.runnables import Runnable
 from sqlalchemy import Engine
 
+from memory_chain.chain import build_chat_chain
 from memory_chain.config import MemorySettings
+from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import MemoryChainError
+from memory_chain.llm import ChatModels, open_chat_models
+from memory_chain.manager import MemoryManager
+from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
@@ -37,11 +44,20 @@ class Services:
     buffer: TurnBuffer
     schema_revision: str | None
     vectors: Tier3 | None
+    manager: MemoryManager
+    models: ChatModels | None = None
+    consolidation: ConsolidationService | None = None
+    chain: Runnable[Any, Any] | None = None
 
     def close(self) -> None:
-        """Stop the background work and close every store."""
+        """Finish queued consolidations, stop the background work, close every store."""
+        if self.consolidation is not None:
+            self.consolidation.stop(wait=True)
         if self.vectors is not None:
             self.vectors.close()
+        if self.models is not None:
+            self.models.close()
+        self.manager.close()
         self.engine.dispose()
 
 
@@ -92,13 +108,17 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     )
 
 
-def open_services(settings: MemorySettings, *, background: bool = False) -> Services:
-    """Migrate tier 2, open every tier.
+def open_services(
+    settings: MemorySettings, *, background: bool = False, llm: bool = False
+) -> Services:
+    """Migrate tier 2, open every tier, and optionally the LLM, consolidation and chat chain.
 
     Args:
         settings: The settings.
-        background: Start the tier-3 backfill thread (the server does; the CLI drains
-            explicitly).
+        background: Start the background threads (tier-3 backfill, idle consolidation
+            scan); the server does, the CLI works in the foreground.
+        llm: Connect the chat models (Ollama, or the embedded fallback) and build the
+            consolidation service and the chat chain.
 
     Returns:
         The opened services; a tier-3 store that cannot be opened now is retried by the
@@ -115,14 +135,45 @@ def open_services(settings: MemorySettings, *, background: bool = False) -> Serv
     vectors = open_tier3(settings, store) if settings.memory_tier3_enabled else None
     if vectors is not None and background and vectors.worker is not None:
         vectors.worker.start()
-    return Services(
+    buffer = TurnBuffer(
+        max_turns=settings.memory_tier1_max_turns,
+        max_conversations=settings.memory_tier1_max_conversations,
+    )
+    manager = MemoryManager(
+        store,
+        buffer,
+        tier3=vectors,
+        keep_after_consolidation=settings.memory_tier1_keep_after_consolidation,
+    )
+    services = Services(
         settings=settings,
         engine=engine,
         store=store,
-        buffer=TurnBuffer(
-            max_turns=settings.memory_tier1_max_turns,
-            max_conversations=settings.memory_tier1_max_conversations,
-        ),
+        buffer=buffer,
         schema_revision=current_revision(engine),
         vectors=vectors,
+        manager=manager,
     )
+    if llm:
+        models = open_chat_models(settings)
+        consolidation = ConsolidationService(
+            store,
+            buffer,
+            build_summarization_chain(models.summary),
+            tier3=vectors,
+            counter=manager.counter,
+            settings=ConsolidationSettings(
+                message_threshold=settings.memory_tier2_summary_threshold,
+                keep_last=settings.memory_tier1_keep_after_consolidation,
+                idle_seconds=settings.consolidation_idle_seconds,
+            ),
+        )
+        manager.listeners.append(consolidation)
+        services.models = models
+        services.consolidation = consolidation
+        services.chain = build_chat_chain(
+            manager, models.chat, default_user_id=settings.default_user_id
+        )
+        if background:
+            consolidation.start()
+    return services

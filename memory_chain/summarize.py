@@ -1,14 +1,15 @@
 """The summarization chain: ``prompt | chat model | StrOutputParser``, progressive.
 
 The chain takes the running summary and new turns and returns an updated summary. The prompt
-asks the model to keep what people come back for (names, dates, numbers, places, decisions,
-preferences), which small local models otherwise drop.
+asks the model to keep what people come back for (names, dates, numbers, amounts, places) and
+shows one worked example: measured with the embedded 0.5B model, a bare instruction made it
+copy the chat line by line, and the example made it write a summary that kept the facts.
 
 Example:
     >>> from langchain_core.language_models import GenericFakeChatModel
     >>> from langchain_core.messages import AIMessage
     >>> chain = build_summarization_chain(GenericFakeChatModel(messages=iter([AIMessage("S")])))
-    >>> chain.invoke({"summary": "", "turns": "[1] user: hi"})
+    >>> chain.invoke({"summary": "(none)", "turns": "User: hi"})
     'S'
 """
 
@@ -24,21 +25,31 @@ from langchain_core.runnables import Runnable
 from memory_chain.schemas import Turn
 
 SUMMARY_SYSTEM = (
-    "You keep the memory of a conversation between a user and an assistant. Write a short "
-    "summary in plain prose, in the third person. Keep every name, date, time, number, "
-    "amount, place, decision and preference exactly as written. Do not invent anything, do "
-    "not add advice, do not start with a preamble. At most {max_words} words."
+    "You write short third-person summaries of chats between a user and an assistant. Keep "
+    "every name, date, number, amount and place exactly as written. Do not add anything that "
+    "was not said. At most {max_words} words."
 )
-SUMMARY_HUMAN = (
-    "Summary so far:\n{summary}\n\nNew part of the conversation:\n{turns}\n\n"
-    "Write the updated summary of the whole conversation."
+# One worked example: small local models otherwise tend to copy the chat line by line.
+EXAMPLE_CHAT = (
+    "Earlier summary: (none)\n\nChat:\n"
+    "User: I need a laptop for video editing under 1500 dollars.\n"
+    "Assistant: Look at models with 32 GB of RAM.\n"
+    "User: My colleague Priya recommended Lenovo.\n\nSummary:"
 )
-NO_SUMMARY = "(nothing yet)"
+# The example names a third person, not the user: with "The user, Tom, ..." the 0.5B model
+# called every user Tom.
+EXAMPLE_SUMMARY = (
+    "The user wants a laptop for video editing for under 1500 dollars; their colleague Priya "
+    "recommended Lenovo. The assistant suggested 32 GB of RAM."
+)
+SUMMARY_HUMAN = "Earlier summary: {summary}\n\nChat:\n{turns}\n\nSummary:"
+NO_SUMMARY = "(none)"
+_SPEAKER = {"user": "User", "assistant": "Assistant", "system": "System"}
 
 
 def format_turns(turns: Sequence[Turn]) -> str:
-    """Turns as numbered ``[n] role: text`` lines, the form the prompt expects."""
-    return "\n".join(f"[{turn.turn_number}] {turn.role}: {turn.content}" for turn in turns)
+    """Turns as ``User: ...`` / ``Assistant: ...`` lines, the form the prompt expects."""
+    return "\n".join(f"{_SPEAKER.get(turn.role, turn.role)}: {turn.content}" for turn in turns)
 
 
 def build_summarization_chain(
@@ -54,7 +65,12 @@ def build_summarization_chain(
         A runnable taking ``{"summary": str, "turns": str}`` and returning the new summary.
     """
     prompt = ChatPromptTemplate.from_messages(
-        [("system", SUMMARY_SYSTEM), ("human", SUMMARY_HUMAN)]
+        [
+            ("system", SUMMARY_SYSTEM),
+            ("human", EXAMPLE_CHAT),
+            ("ai", EXAMPLE_SUMMARY),
+            ("human", SUMMARY_HUMAN),
+        ]
     ).partial(max_words=str(max_words))
     return (prompt | llm | StrOutputParser()).with_config(run_name="summarize_conversation")
 

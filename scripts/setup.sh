@@ -12,6 +12,8 @@ VENV=${VENV:-.venv}
 TORCH_VERSION=2.13.0
 WITH_TEST=0
 [[ "${1:-}" == "--test" ]] && WITH_TEST=1
+EXTRAS="local-llm"
+[[ $WITH_TEST -eq 1 ]] && EXTRAS="local-llm,dev"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -44,7 +46,7 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 
 stamp="$VENV/.memory_chain-installed"
-want="$(sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)"
+want="$( (sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh; echo "$EXTRAS") | sha256sum | cut -c1-16)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "environment up to date ($VENV)"
     exit 0
@@ -55,7 +57,9 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split(
     log "installing torch==$TORCH_VERSION (CPU)"
     "${PIP[@]}" install "torch==$TORCH_VERSION"
 fi
-log "installing memory_chain and its dependencies"
-"${PIP[@]}" install -c requirements/constraints.txt -e ".[dev]"
+log "installing memory_chain, its embedded LLM and dependencies (llama.cpp compiles once)"
+# A portable llama.cpp build: no -march=native, so the wheel pip caches runs on any x86-64.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
+"${PIP[@]}" install -c requirements/constraints.txt -e ".[$EXTRAS]"
 echo "$want" > "$stamp"
 log "done: activate with 'source $VENV/bin/activate'"

@@ -187,7 +187,7 @@ def test_message_trigger_every_ten_messages(memory: Any) -> None:
     (summary,) = manager.store.get_summaries("trip")
     assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
     assert len(summarizer.calls) == 1
-    assert "[1] user: m0" in summarizer.calls[0]["turns"]
+    assert summarizer.calls[0]["turns"].startswith("User: m0\nAssistant: ok: m0")
     # Tier 1 pruned to the last 5, only after the summary was stored.
     assert [t.turn_number for t in manager.buffer.get("trip", "ana")] == [6, 7, 8, 9, 10]
     chat(manager, "trip", "ana", *[f"n{i}" for i in range(5)])
@@ -422,12 +422,12 @@ def test_chat_chain_errors(memory: Any) -> None:
 def test_summarization_chain_with_fake_model() -> None:
     llm = GenericFakeChatModel(messages=iter([AIMessage("Ana flies to Lisbon on 3 May.")]))
     chain = build_summarization_chain(llm)
-    assert chain.invoke({"summary": "(nothing yet)", "turns": "[1] user: hi"}).startswith("Ana")
+    assert chain.invoke({"summary": "(none)", "turns": "User: hi"}).startswith("Ana")
     prompt = chain.first  # type: ignore[attr-defined]
     rendered = prompt.invoke({"summary": "S", "turns": "T"}).to_messages()
-    assert "Keep every name, date, time, number" in rendered[0].content
-    assert "S" in rendered[1].content
-    assert "T" in rendered[1].content
+    assert "Keep every name, date, number, amount and place" in rendered[0].content
+    assert rendered[1].content.endswith("Summary:")  # the worked example
+    assert rendered[-1].content == "Earlier summary: S\n\nChat:\nT\n\nSummary:"
 
 
 def test_add_turns_rejects_mixed_input(memory: Any) -> None:

@@ -22,7 +22,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_health_in_process(tmp_path: Path) -> None:
-    app = create_app(MemorySettings(data_dir=tmp_path / "data"))
+    settings = MemorySettings(
+        data_dir=tmp_path / "data",
+        llm_fallback="off",
+        ollama_base_url=f"http://127.0.0.1:{free_port()}",  # no Ollama there
+    )
+    app = create_app(settings)
     with TestClient(app) as client:
         body = client.get("/health").json()
     assert body["status"] == "ok"
@@ -31,13 +36,17 @@ def test_health_in_process(tmp_path: Path) -> None:
     assert body["tier3"]["backend"].startswith("embedded")
     assert body["tier3"]["available"] is True
     assert body["tier3"]["queued_turns"] == 0
+    assert body["llm"]["provider"] == "unavailable"
+    assert "start Ollama" in body["llm"]["detail"]
     assert (tmp_path / "data" / "memory.db").is_file()
     assert (tmp_path / "data" / "vectors").is_dir()
 
 
 def test_health_reports_an_unreachable_qdrant(tmp_path: Path) -> None:
     settings = MemorySettings(
-        data_dir=tmp_path / "data", qdrant_url=f"http://127.0.0.1:{free_port()}"
+        data_dir=tmp_path / "data",
+        qdrant_url=f"http://127.0.0.1:{free_port()}",
+        llm_fallback="off",
     )
     with TestClient(create_app(settings)) as client:
         body = client.get("/health").json()
@@ -55,6 +64,8 @@ def test_real_server_starts_migrates_and_stops(tmp_path: Path, command: str) -> 
         **os.environ,
         "MEMORY_CHAIN_DATA_DIR": str(tmp_path / "data"),
         "MEMORY_CHAIN_SERVER_PORT": str(port),
+        "MEMORY_CHAIN_LLM_FALLBACK": "off",
+        "MEMORY_CHAIN_OLLAMA_BASE_URL": f"http://127.0.0.1:{free_port()}",
         "HF_HUB_OFFLINE": "1",
         # Tier 3 (and its model) once is enough; the other commands only need to start.
         "MEMORY_CHAIN_MEMORY_TIER3_ENABLED": str(command == "memory-chain serve").lower(),

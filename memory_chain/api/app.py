@@ -60,7 +60,9 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = settings or MemorySettings()
-        services = await run_in_executor(None, lambda: open_services(resolved, background=True))
+        services = await run_in_executor(
+            None, lambda: open_services(resolved, background=True, llm=True)
+        )
         app.state.services = services
         logger.info(
             "memory_chain %s: tier 2 at %s, tier 3 %s",
@@ -98,6 +100,11 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
                 "schema_revision": services.schema_revision,
             },
             "tier3": tier3,
+            "llm": {
+                "provider": services.models.provider if services.models else "none",
+                "base_url": services.models.base_url if services.models else None,
+                "detail": services.models.detail if services.models else None,
+            },
         }
 
     return app

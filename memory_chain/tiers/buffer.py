@@ -227,17 +227,32 @@ class TurnSource(Protocol):
 
 
 def load_into(
-    buffer: TurnBuffer, source: TurnSource, conversation_id: str, user_id: str
+    buffer: TurnBuffer,
+    source: TurnSource,
+    conversation_id: str,
+    user_id: str,
+    *,
+    limit: int | None = None,
 ) -> list[BaseMessage]:
-    """Fill the buffer from tier 2 and return the conversation's cached messages."""
+    """Fill the buffer from tier 2 and return the conversation's cached messages.
+
+    Args:
+        buffer: Tier 1.
+        source: Tier 2.
+        conversation_id: The conversation.
+        user_id: Its owner.
+        limit: Load at most this many of the last turns (never more than the buffer holds);
+            the memory manager passes what consolidation left in tier 1.
+    """
     info = source.get_conversation(conversation_id, user_id=user_id)
     if info is None:
         return []
-    recent = source.recent_turns(conversation_id, buffer.max_turns, user_id=user_id)
+    count = buffer.max_turns if limit is None else max(0, min(limit, buffer.max_turns))
+    recent = source.recent_turns(conversation_id, count, user_id=user_id)
     metadata = ConversationMetadata(
         created_at=info.created_at,
         last_updated=info.last_message_at or info.created_at,
-        turn_count=recent[-1].turn_number if recent else 0,
+        turn_count=recent[-1].turn_number if recent else info.turn_count,
         total_tokens=info.total_tokens,
     )
     buffer.put(conversation_id, recent, metadata, user_id=user_id)

@@ -232,10 +232,14 @@ def test_backfill_worker_embeds_in_the_background(
         store_conversation(queued_store, "trip", "ana", TRIP)
         worker.notify()
         deadline = time.monotonic() + 60
+        outbox = EmbeddingOutbox(queued_store)
         while index.count() < len(TRIP) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert index.count() == len(TRIP)
-        assert EmbeddingOutbox(queued_store).count() == 0
+        # Settled once the flush interval (2 s) has passed.
+        while outbox.count() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert outbox.count() == 0
     finally:
         worker.stop()
 
@@ -352,6 +356,17 @@ def test_outbox_is_settled_only_after_points_are_flushed(
     index = RecordingIndex(QdrantClient(":memory:"))
     index.open()
     store_conversation(queued_store, "trip", "ana", TRIP)
-    TurnIndexer(outbox, index, embeddings, batch_size=4).drain()
+    TurnIndexer(outbox, index, embeddings, batch_size=4, flush_interval=0).drain()
     assert seen_at_flush == [10, 6, 2]  # each batch still queued while it is flushed
+    assert outbox.count() == 0
+    # With a flush interval, one flush settles every batch at the end of the drain.
+    seen_at_flush.clear()
+    outbox.enqueue()
+    indexer = TurnIndexer(outbox, index, embeddings, batch_size=4, flush_interval=3600)
+    assert indexer.drain(settle=False) == 10
+    assert seen_at_flush == []
+    assert outbox.count() == 10  # embedded, not flushed: still queued
+    assert indexer.drain(settle=False) == 0  # ...but not embedded twice
+    assert indexer.settle() == 10
+    assert seen_at_flush == [10]
     assert outbox.count() == 0

@@ -7,7 +7,7 @@ once their points are stored. A turn is embedded exactly when it is not in the o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,8 +49,8 @@ class EmbeddingOutbox:
     def __init__(self, store: SQLStore) -> None:
         self.store = store
 
-    def pending(self, limit: int) -> list[PendingTurn]:
-        """The oldest ``limit`` queued turns."""
+    def pending(self, limit: int, *, exclude: Collection[int] = ()) -> list[PendingTurn]:
+        """The oldest ``limit`` queued turns, leaving out the turn ids in ``exclude``."""
         statement = (
             select(turns, conversations.c.user_id.label("owner"))
             .join(outbox, outbox.c.turn_id == turns.c.id)
@@ -58,6 +58,8 @@ class EmbeddingOutbox:
             .order_by(outbox.c.turn_id)
             .limit(max(limit, 0))
         )
+        if exclude:
+            statement = statement.where(outbox.c.turn_id.not_in(list(exclude)))
         with storage_errors(), self.store.engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [PendingTurn(row.id, row.owner or "", turn_from_row(row)) for row in rows]

@@ -61,18 +61,23 @@ class BackfillWorker:
         self._wake.set()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop after the current batch."""
+        """Stop after the current batch, settling what was embedded."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        try:
+            self.indexer.settle()
+        except MemoryChainError as exc:
+            logger.warning("could not settle embedded turns (they stay queued): %s", exc)
 
     def run_once(self) -> int:
         """Open the index if needed and drain the outbox; raises on failure."""
         if not self.index_open:
             self.indexer.index.open()
             self.index_open = True
-        done = self.indexer.drain()
+        done = self.indexer.drain(settle=False)
+        self.indexer.settle(force=False)
         self.embedded += done
         self.last_error = None
         return done

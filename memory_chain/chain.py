@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -27,6 +27,8 @@ from langchain_core.messages import (
     SystemMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import RunnableBinding
+from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from pydantic import BaseModel, Field
 
 from memory_chain.config import DEFAULT_USER_ID
@@ -211,7 +213,38 @@ def build_chat_chain(
     respond_step = RunnableLambda(respond, afunc=arespond, name="respond_and_remember")  # type: ignore[arg-type]
     chain = RunnableLambda(prepare, afunc=aprepare, name="retrieve_memory") | respond_step
     typed = chain.with_types(input_type=ChatInput, output_type=AIMessageChunk)  # type: ignore[arg-type]
-    return cast(Runnable[Any, AIMessageChunk], typed.with_config(run_name="memory_chat"))
+    return MemoryChat(bound=typed.with_config(run_name="memory_chat"), kwargs={}, config={})
+
+
+#: The configurable fields the chat chain reads (declared so that LangServe accepts them and
+#: its playground shows them).
+MEMORY_CONFIG_SPECS = (
+    ConfigurableFieldSpec(
+        id="conversation_id",
+        annotation=str,
+        name="Conversation ID",
+        description="Which conversation this message belongs to.",
+        default="",
+        is_shared=True,
+    ),
+    ConfigurableFieldSpec(
+        id="user_id",
+        annotation=str,
+        name="User ID",
+        description="Who is talking (the server sets it from the API key when auth is on).",
+        default="",
+        is_shared=True,
+    ),
+)
+
+
+class MemoryChat(RunnableBinding[Any, AIMessageChunk]):  # type: ignore[no-redef]
+    """The chat chain, declaring the ``conversation_id`` and ``user_id`` it reads."""
+
+    @property
+    def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The bound chain's specs plus the conversation and user."""
+        return get_unique_config_specs([*super().config_specs, *MEMORY_CONFIG_SPECS])
 
 
 def _llm_failure(exc: Exception) -> str:

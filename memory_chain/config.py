@@ -142,6 +142,14 @@ class MemorySettings(BaseSettings):
     server_host: str = Field(default="127.0.0.1")
     server_port: int = Field(default=8000, ge=1, le=65_535)
     default_user_id: str = Field(default=DEFAULT_USER_ID)
+    api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description="API key -> user id (JSON). When set, every endpoint requires "
+        "'Authorization: Bearer <key>' (or 'X-API-Key') and acts as that user.",
+    )
+    max_request_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Largest request body accepted (413 above)."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @model_validator(mode="after")

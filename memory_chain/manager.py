@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -281,25 +281,12 @@ class MemoryManager:
         settings = self.retrieval
         scoped = conversation_id if settings.scope == "conversation" else None
         keyword_future = self._pool.submit(
-            self.store.search,
-            query,
-            user_id=user_id,
-            conversation_id=scoped,
+            self.store.search, query, user_id=user_id, conversation_id=scoped,
             limit=settings.keyword_k,
-        )
+        )  # fmt: skip
         recent = self.recent_turns(conversation_id, user_id)
         info = self.store.get_conversation(conversation_id, user_id=user_id)
-        degraded: list[str] = []
-        lists: dict[str, list[MemoryItem]] = {}
-        semantic, facts = self._semantic(user_id, scoped, query, degraded)
-        lists["tier3"] = semantic
-        lists["facts"] = facts
-        try:
-            hits = keyword_future.result()
-            lists["tier2-turns"] = [_keyword_item(h) for h in hits if h.kind == "turn"]
-            lists["tier2-summaries"] = [_keyword_item(h) for h in hits if h.kind == "summary"]
-        except MemoryChainError as exc:
-            degraded.append(f"tier2 keyword search: {exc}")
+        lists, degraded = self._gather(user_id, scoped, query, keyword_future)
         exclude = {_turn_key(conversation_id, turn.turn_number) for turn in recent}
         return MemoryContext(
             conversation_id=conversation_id,
@@ -310,12 +297,60 @@ class MemoryManager:
             degraded=tuple(degraded),
         )
 
+    def search(self, conversation_id: str, user_id: str, query: str, *, k: int) -> MemoryContext:
+        """Search one conversation (keyword and semantic, fused), recent turns included."""
+        validate_id(conversation_id)
+        validate_id(user_id, "user id")
+        keyword_future = self._pool.submit(
+            self.store.search, query, user_id=user_id, conversation_id=conversation_id, limit=k
+        )
+        lists, degraded = self._gather(
+            user_id, conversation_id, query, keyword_future, k=k, facts=False
+        )
+        return MemoryContext(
+            conversation_id=conversation_id,
+            user_id=user_id,
+            summary=None,
+            recent=(),
+            items=tuple(fuse(lists, exclude=set(), limit=k)),
+            degraded=tuple(degraded),
+        )
+
+    def _gather(
+        self,
+        user_id: str,
+        conversation_id: str | None,
+        query: str,
+        keyword_future: Future[list[KeywordHit]],
+        *,
+        k: int | None = None,
+        facts: bool = True,
+    ) -> tuple[dict[str, list[MemoryItem]], list[str]]:
+        degraded: list[str] = []
+        semantic, fact_items = self._semantic(user_id, conversation_id, query, degraded, k=k)
+        lists: dict[str, list[MemoryItem]] = {"tier3": semantic}
+        if facts:
+            lists["facts"] = fact_items
+        try:
+            hits = keyword_future.result()
+            lists["tier2-turns"] = [_keyword_item(h) for h in hits if h.kind == "turn"]
+            lists["tier2-summaries"] = [_keyword_item(h) for h in hits if h.kind == "summary"]
+        except MemoryChainError as exc:
+            degraded.append(f"tier2 keyword search: {exc}")
+        return lists, degraded
+
     async def aretrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         """Async :meth:`retrieve` (CPU-bound parts stay off the event loop)."""
         return await run_in_executor(None, self.retrieve, conversation_id, user_id, query)
 
     def _semantic(
-        self, user_id: str, conversation_id: str | None, query: str, degraded: list[str]
+        self,
+        user_id: str,
+        conversation_id: str | None,
+        query: str,
+        degraded: list[str],
+        *,
+        k: int | None = None,
     ) -> tuple[list[MemoryItem], list[MemoryItem]]:
         tier3 = self.tier3
         if tier3 is None or not query.strip():
@@ -325,7 +360,7 @@ class MemoryManager:
             hits = tier3.index.search(
                 vector,
                 VectorFilter(user_id=user_id, conversation_id=conversation_id),
-                self.retrieval.semantic_k,
+                k or self.retrieval.semantic_k,
             )
         except MemoryChainError as exc:
             degraded.append(f"tier3 semantic search: {exc}")

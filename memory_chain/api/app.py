@@ -9,27 +9,20 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI
 from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import __version__
-from memory_chain.api.errors import install_error_handlers
+from memory_chain.api import conversations, langserve_routes
+from memory_chain.api.deps import ServicesDep
+from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
 from memory_chain.services import Services, open_services
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 
 logger = logging.getLogger(__name__)
-
-
-def get_services(request: Request) -> Services:
-    """FastAPI dependency: the running app's services."""
-    services: Services = request.app.state.services
-    return services
-
-
-ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 def _tier3_health(services: Services) -> dict[str, Any]:
@@ -64,6 +57,10 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
             None, lambda: open_services(resolved, background=True, llm=True)
         )
         app.state.services = services
+        if services.chain is not None:
+            chat.bind_target(services.chain)
+        retriever.bind_target(langserve_routes.retriever_target(services))
+        limits["max_bytes"] = services.settings.max_request_bytes
         logger.info(
             "memory_chain %s: tier 2 at %s, tier 3 %s",
             __version__,
@@ -82,6 +79,12 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    limits = {"max_bytes": (settings or MemorySettings.model_construct()).max_request_bytes}
+    app.add_middleware(BodySizeLimit, max_bytes=lambda: limits["max_bytes"])
+    app.include_router(conversations.router)
+    chat = langserve_routes.chat_stand_in()
+    retriever = langserve_routes.retriever_stand_in()
+    langserve_routes.mount(app, chat, retriever)
 
     @app.get("/health", tags=["service"])
     async def health(services: ServicesDep) -> dict[str, Any]:

@@ -1,12 +1,22 @@
-"""Mapping memory_chain errors to HTTP responses: a JSON body that says what to fix."""
+"""Errors as HTTP: JSON bodies that say what to fix, and a request-size limit.
+
+Library errors map to statuses (bad input 422, unknown or foreign conversation 404, a store
+or the LLM down 503). Oversize bodies get 413 before they are read whole.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memory_chain.chain import LLMUnavailableError
+from memory_chain.consolidation import ConsolidationError
 from memory_chain.errors import (
     ConversationNotFoundError,
     InvalidInputError,
@@ -19,6 +29,8 @@ logger = logging.getLogger(__name__)
 _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (InvalidInputError, 422),
     (ConversationNotFoundError, 404),
+    (LLMUnavailableError, 503),
+    (ConsolidationError, 503),
     (StorageError, 503),
 ]
 
@@ -35,10 +47,74 @@ def install_error_handlers(app: FastAPI) -> None:
     """Answer library errors with ``{"detail": message}`` and a fitting status."""
 
     async def handle(_request: Request, error: Exception) -> JSONResponse:
-        assert isinstance(error, MemoryChainError)
-        status = status_of(error)
+        status = status_of(error) if isinstance(error, MemoryChainError) else 500
         if status >= 500:
             logger.error("request failed: %s", error)
         return JSONResponse({"detail": str(error)}, status_code=status)
 
     app.add_exception_handler(MemoryChainError, handle)
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 for request bodies over the limit (declared or streamed).
+
+    Args:
+        app: The wrapped app.
+        max_bytes: The limit, or a function returning it (read per request, so settings
+            read at start-up apply).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int | Callable[[], int]) -> None:
+        self.app = app
+        self._limit = max_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        """The current limit."""
+        return self._limit() if callable(self._limit) else self._limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, cutting it off with 413 past the limit."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
+            return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLargeError
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLargeError:
+            if not started:
+                await self._too_large(send)
+
+    async def _too_large(self, send: Send) -> None:
+        body = json.dumps(
+            {"detail": f"request body over {self.max_bytes:,} bytes: send less"}
+        ).encode()
+        headers: list[Any] = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLargeError(Exception):
+    pass

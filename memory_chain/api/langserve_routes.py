@@ -1,0 +1,149 @@
+"""LangServe routes: the chat chain at ``/memory``, the tier-3 retriever at ``/memory/retriever``.
+
+LangServe needs the runnables when the app is built, but the stores open when it starts, so
+the routes serve stand-ins whose target is set at start-up (:class:`LateBound`). Every
+request goes through :func:`config_modifier`, which puts the authenticated user into the
+config (a client cannot choose it when auth is on) and answers 400 when no conversation is
+named (LangServe would otherwise fail with a 500, or share one empty session).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessageChunk
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.base import RunnableBinding
+from langserve import add_routes
+
+from memory_chain.api.deps import get_services, resolve_user
+from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.schemas import validate_id
+from memory_chain.tiers.vectors.retriever import TurnRetriever
+
+CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
+
+
+def _not_started(_: Any) -> Any:
+    raise MemoryChainError("the server is starting: try again in a moment")
+
+
+class LateBound(RunnableBinding[Any, Any]):  # type: ignore[no-redef]  # pydantic-mypy quirk
+    """A runnable whose target is set when the server starts; declares the memory config."""
+
+    def bind_target(self, target: Runnable[Any, Any]) -> None:
+        """Serve ``target`` from now on."""
+        self.bound = target
+
+    @property
+    def config_specs(self) -> list[Any]:
+        """The conversation and user fields the memory routes read."""
+        return list(MEMORY_CONFIG_SPECS)
+
+
+def chat_stand_in() -> LateBound:
+    """The ``/memory`` runnable before start-up: chat input in, message chunks out."""
+    placeholder = RunnableLambda(_not_started).with_types(
+        input_type=ChatInput, output_type=AIMessageChunk
+    )
+    return LateBound(bound=placeholder, kwargs={}, config={})
+
+
+def retriever_stand_in() -> LateBound:
+    """The ``/memory/retriever`` runnable before start-up: a query in, documents out."""
+    placeholder = RunnableLambda(_not_started).with_types(
+        input_type=str, output_type=list[Document]
+    )
+    return LateBound(bound=placeholder, kwargs={}, config={})
+
+
+def _conversation_from(config: dict[str, Any], request: Request) -> str | None:
+    configurable = config.get("configurable") or {}
+    conversation = configurable.get("conversation_id")
+    if not conversation:
+        for header in CONVERSATION_HEADERS:
+            conversation = request.headers.get(header)
+            if conversation:
+                break
+    return conversation or None
+
+
+def config_modifier(required_conversation: bool) -> Any:
+    """A ``per_req_config_modifier`` that sets the user and checks the conversation."""
+
+    def modify(config: dict[str, Any], request: Request) -> dict[str, Any]:
+        services = get_services(request)
+        user = resolve_user(request, services)
+        conversation = _conversation_from(config, request)
+        if conversation is None and required_conversation:
+            raise HTTPException(
+                status_code=400,
+                detail="no conversation id: send config "
+                '{"configurable": {"conversation_id": "<id>"}} or an X-Conversation-Id header',
+            )
+        configurable = dict(config.get("configurable") or {})
+        configurable["user_id"] = user
+        if conversation is not None:
+            try:
+                configurable["conversation_id"] = validate_id(conversation)
+            except InvalidInputError as exc:
+                raise HTTPException(status_code=400, detail=str(exc)) from exc
+        return {**config, "configurable": configurable}
+
+    return modify
+
+
+def retriever_target(services: Any) -> Runnable[Any, Any]:
+    """The tier-3 retriever, its user and conversation taken from the config per request."""
+    if services.vectors is None:
+        return RunnableLambda(_tier3_disabled)
+
+    def search(query: str, config: RunnableConfig) -> list[Document]:
+        configurable = config.get("configurable", {})
+        retriever = TurnRetriever(
+            index=services.vectors.index,
+            embeddings=services.vectors.embeddings,
+            user_id=configurable["user_id"],
+            conversation_id=configurable.get("conversation_id") or None,
+        )
+        return retriever.invoke(query, config)
+
+    return RunnableLambda(search, name="memory_retriever")
+
+
+def _tier3_disabled(_: Any) -> Any:
+    raise MemoryChainError("semantic memory is disabled (memory_tier3_enabled=false)")
+
+
+def mount(app: FastAPI, chat: LateBound, retriever: LateBound) -> None:
+    """Add the LangServe routes (invoke, batch, stream, stream_log, stream_events, playground)."""
+    add_routes(
+        app,
+        chat,
+        path="/memory",
+        per_req_config_modifier=config_modifier(required_conversation=True),
+        enabled_endpoints=[
+            "invoke",
+            "batch",
+            "stream",
+            "stream_log",
+            "stream_events",
+            "playground",
+            "input_schema",
+            "output_schema",
+            "config_schema",
+        ],
+    )
+    add_routes(
+        app,
+        retriever,
+        path="/memory/retriever",
+        per_req_config_modifier=config_modifier(required_conversation=False),
+        enabled_endpoints=["invoke", "batch", "input_schema", "output_schema", "config_schema"],
+    )
+
+
+__all__ = ["LateBound", "MemoryChat", "chat_stand_in", "mount", "retriever_stand_in"]

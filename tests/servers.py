@@ -1,0 +1,88 @@
+"""Real servers for tests: the embedded LLM behind Ollama's API, and memory_chain on uvicorn."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from memory_chain.local_llm.model import MODEL_NAME
+from tests.postgres import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class RunningServer:
+    """A memory_chain server in its own process (``memory-chain serve``) on 127.0.0.1."""
+
+    data_dir: Path
+    env: dict[str, str]
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    log: Path | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> RunningServer:
+        """Start and wait until ``/health`` answers."""
+        self.log = self.data_dir.parent / f"server-{self.port}-{time.monotonic_ns()}.log"
+        env = {**os.environ, **self.env, "MEMORY_CHAIN_SERVER_PORT": str(self.port)}
+        cli = str(Path(sys.executable).parent / "memory-chain")
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                [cli, "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"server did not start:\n{self.log.read_text()}")
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM), as a user would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+        self.process = None
+
+    def restart(self) -> RunningServer:
+        """Stop, then start again on the same data directory and port."""
+        self.stop()
+        return self.start()
+
+
+def server_env(data_dir: Path, llm_url: str, **extra: object) -> dict[str, str]:
+    """Environment of a test server: embedded stores under ``data_dir``, the test LLM."""
+    env = {
+        "MEMORY_CHAIN_DATA_DIR": str(data_dir),
+        "MEMORY_CHAIN_OLLAMA_BASE_URL": llm_url,
+        "MEMORY_CHAIN_OLLAMA_CHAT_MODEL": MODEL_NAME,
+        "MEMORY_CHAIN_OLLAMA_SUMMARY_MODEL": MODEL_NAME,
+        "MEMORY_CHAIN_LLM_MAX_TOKENS": "24",
+        "MEMORY_CHAIN_LLM_TEMPERATURE": "0",
+        "MEMORY_CHAIN_LLM_FALLBACK": "off",
+        "MEMORY_CHAIN_LOG_LEVEL": "INFO",
+        "HF_HUB_OFFLINE": "1",
+    }
+    for key, value in extra.items():
+        env[f"MEMORY_CHAIN_{key.upper()}"] = (
+            json.dumps(value) if isinstance(value, dict | list) else str(value)
+        )
+    return env

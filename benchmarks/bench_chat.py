@@ -19,16 +19,23 @@ up to their last 5 turns (``SQLStore.add_summary``), as consolidation would have
 1. Overhead of a chat turn: ``chain.invoke`` against ``embed_query`` of the same question,
    alternating request by request (order swapped every request), (a) each measurement
    starting with the tier-3 backfill caught up ("settled"), and (b) back to back, as a busy
-   server, where the backfill of the previous turn runs during the next measurement. Then
-   the breakdown: ``MemoryManager.retrieve``, ``MemoryManager.add_turns``, the fake model
-   alone, the chain over a no-op memory, and the parts of ``retrieve`` timed one by one.
-2. Chat latency while consolidation runs: the same back-to-back chat requests in blocks of
+   server, where the backfill of the previous turn may run during the next measurement.
+   Then the breakdown (settled, ``--breakdown-requests``): ``chain.stream`` to its first
+   chunk, ``MemoryManager.retrieve`` and its steps one by one, ``MemoryManager.add_turns``
+   and its SQL write and trigger check alone, the fake model alone, the chain over a no-op
+   memory. ``--profile N`` adds a cProfile of N chat requests.
+2. Chat latency while consolidation runs: chat requests with a ``--think-ms`` pause after
+   each (0: back to back, which saturates the tier-3 backfill on 2 cores) in blocks of
    ``--block-seconds``, alternating phase A (no consolidation: the listener's thresholds are
    out of reach) and phase B (a ``ConsolidationService`` with ``message_threshold`` 4 whose
    summarizer is ``build_summarization_chain`` over a fake model that waits
-   ``--summary-seconds`` per call, as a process waiting on Ollama does, and then does the
-   real work: store the summaries, drain the tier-3 queue with real embeddings, prune
-   tier 1; ``schedule`` calls start it at once and chat writes keep it queued).
+   ``--summary-seconds`` per call, as a process waiting on Ollama does; the service then
+   does its real work: store the summaries, drain the tier-3 queue with real embeddings and
+   flush, prune tier 1). Three ``schedule`` calls start it at once and every chat write to
+   a conversation with 4 unsummarized turns queues another, so it never idles. Requests
+   are also split by whether they overlapped an index flush or the consolidation's work.
+3. GIL holds (information): how late a sleeping main thread wakes up while an index flush,
+   an embedding or a search runs in another thread.
 """
 
 from __future__ import annotations
@@ -66,12 +73,13 @@ import psutil
 from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, build_chat_chain, build_prompt_with_memory
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
-from memory_chain.schemas import MemoryContext, NewTurn, Summary
+from memory_chain.schemas import MemoryContext, NewTurn, Role, Summary
 from memory_chain.services import Services, open_services
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.vectors.index import VectorFilter
@@ -105,19 +113,24 @@ class Settings:
     requests: int = 300
     summary_seconds: float = 2.0
     message_threshold: int = 4
-    block_seconds: float = 15.0
-    rounds: int = 4
+    block_seconds: float = 10.0
+    rounds: int = 6
+    think_ms: float = 50.0
+    breakdown_requests: int = 200
+    gil_reps: int = 15
     profile_requests: int = 0
     seed: int = 1234
     quick: bool = False
 
 
-QUICK = {
+QUICK: dict[str, Any] = {
     "conversations": 40,
     "turns": 20,
     "requests": 60,
+    "breakdown_requests": 40,
     "block_seconds": 6.0,
     "rounds": 2,
+    "gil_reps": 5,
 }
 
 
@@ -125,14 +138,14 @@ QUICK = {
 
 
 def rss_mb() -> float:
-    return psutil.Process().memory_info().rss / MB
+    return float(psutil.Process().memory_info().rss) / MB
 
 
 def progress(message: str, started: float) -> None:
     print(f"  .. [{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-def summarize_ms(samples_ns: Sequence[int]) -> dict[str, Any]:
+def summarize_ms(samples_ns: Sequence[float]) -> dict[str, Any]:
     if not samples_ns:
         return {"n": 0}
     values = np.asarray(samples_ns, dtype=np.float64) / 1e6
@@ -274,7 +287,7 @@ class Request:
     question: str
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> RunnableConfig:
         return {
             "configurable": {
                 "conversation_id": self.conversation.conversation_id,
@@ -293,7 +306,7 @@ def make_conversations(settings: Settings, rng: random.Random) -> list[Conversat
 def conversation_turns(conversation: Conversation, count: int, rng: random.Random) -> list[NewTurn]:
     turns = []
     for i in range(count):
-        role = "user" if i % 2 == 0 else "assistant"
+        role: Role = "user" if i % 2 == 0 else "assistant"
         templates = USER_TEMPLATES if role == "user" else ASSISTANT_TEMPLATES
         turns.append(NewTurn(role, fill(rng.choice(templates), rng, conversation.theme)))
     return turns
@@ -388,10 +401,12 @@ def fake_chat_model() -> GenericFakeChatModel:
 
 
 class Recorder:
-    """Counts embedded turns and index flushes per phase and per thread kind.
+    """What the background threads do, per phase and per thread kind.
 
-    The indexer's ``embed_batch`` and the index's ``flush`` are wrapped on the instances
-    (nothing in the library changes).
+    ``TurnIndexer.embed_batch`` and ``TurnIndexer.drain``, ``EdgeIndex.flush`` and
+    ``SQLStore.add_summary`` are wrapped on the instances (nothing in the library changes):
+    embedded turns, drain calls (a long drain that embeds little waited for the indexer's
+    lock), flush windows and stored summaries.
     """
 
     def __init__(self, services: Services) -> None:
@@ -400,10 +415,18 @@ class Recorder:
         self.phase = "setup"
         self.embedded: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.embed_ms: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        self.flush_ms: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        # (start, end, turns embedded) per phase and thread kind
+        self.drains: dict[str, dict[str, list[tuple[float, float, int]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.flushes: list[tuple[float, float, str, str]] = []  # (start, end, phase, kind)
+        self.summaries: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         indexer = tier3.indexer
-        embed_batch = indexer.embed_batch
+        embed_batch, drain = indexer.embed_batch, indexer.drain
         flush = indexer.index.flush
+        add_summary = services.store.add_summary
 
         def counted_embed(batch: Any) -> None:
             t0 = time.perf_counter()
@@ -412,31 +435,68 @@ class Recorder:
             self.embedded[self.phase][kind] += len(batch)
             self.embed_ms[self.phase][kind].append((time.perf_counter() - t0) * 1e3)
 
+        def timed_drain(*args: Any, **kwargs: Any) -> int:
+            t0 = time.perf_counter()
+            done: int = drain(*args, **kwargs)
+            self.drains[self.phase][thread_kind()].append((t0, time.perf_counter(), done))
+            return done
+
         def timed_flush() -> None:
             t0 = time.perf_counter()
             flush()
-            self.flush_ms[self.phase][thread_kind()].append((time.perf_counter() - t0) * 1e3)
+            self.flushes.append((t0, time.perf_counter(), self.phase, thread_kind()))
+
+        def counted_summary(*args: Any, **kwargs: Any) -> Summary | None:
+            t0 = time.perf_counter()
+            stored: Summary | None = add_summary(*args, **kwargs)
+            if stored is not None:
+                self.summaries[self.phase][thread_kind()].append((t0, time.perf_counter()))
+            return stored
 
         indexer.embed_batch = counted_embed  # type: ignore[method-assign]
+        indexer.drain = timed_drain  # type: ignore[method-assign]
         indexer.index.flush = timed_flush  # type: ignore[method-assign]
+        services.store.add_summary = counted_summary  # type: ignore[method-assign]
+
+    def flush_windows(self, phase: str) -> list[tuple[float, float]]:
+        return [(start, end) for start, end, p, _ in self.flushes if p == phase]
+
+    def side_effect_windows(self, phase: str) -> list[tuple[float, float]]:
+        """What the consolidation thread did besides waiting: stored summaries, drains."""
+        windows = list(self.summaries[phase]["consolidation"])
+        windows += [(start, end) for start, end, _ in self.drains[phase]["consolidation"]]
+        return sorted(windows)
 
     def phase_figures(self, phase: str) -> dict[str, Any]:
-        kinds = set(self.embedded[phase]) | set(self.flush_ms[phase])
-        return {
-            kind: {
+        flushes: dict[str, list[float]] = defaultdict(list)
+        for start, end, p, kind in self.flushes:
+            if p == phase:
+                flushes[kind].append((end - start) * 1e3)
+        kinds = {
+            kind
+            for kinds in (self.embedded[phase], flushes, self.drains[phase], self.summaries[phase])
+            for kind, values in kinds.items()
+            if values
+        }
+        figures = {}
+        for kind in sorted(kinds):
+            drains = self.drains[phase][kind]
+            flush_ms = flushes[kind]
+            figures[kind] = {
                 "embedded_turns": self.embedded[phase][kind],
                 "embed_batches": len(self.embed_ms[phase][kind]),
                 "embed_ms_total": float(sum(self.embed_ms[phase][kind])),
-                "flushes": len(self.flush_ms[phase][kind]),
-                "flush_ms_p50": float(np.median(self.flush_ms[phase][kind]))
-                if self.flush_ms[phase][kind]
-                else None,
-                "flush_ms_max": float(max(self.flush_ms[phase][kind]))
-                if self.flush_ms[phase][kind]
-                else None,
+                "drain_calls": len(drains),
+                "drain_ms_max": max(
+                    ((end - start) * 1e3 for start, end, _ in drains), default=None
+                ),
+                "drain_ms_total": float(sum((end - start) * 1e3 for start, end, _ in drains)),
+                "flushes": len(flush_ms),
+                "flush_ms_p50": float(np.median(flush_ms)) if flush_ms else None,
+                "flush_ms_max": max(flush_ms) if flush_ms else None,
+                "summaries_stored": len(self.summaries[phase][kind]),
             }
-            for kind in sorted(kinds)
-        }
+        return figures
 
 
 def thread_kind() -> str:
@@ -615,11 +675,13 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         }
 
     # (c) breakdown, settled, the operations in rotating order.
-    progress(f"part 1: breakdown, {settings.requests} requests", started)
+    progress(f"part 1: breakdown, {settings.breakdown_requests} requests", started)
     null_chain = build_chat_chain(NullMemory(), fake_chat_model())  # type: ignore[arg-type]
     samples: dict[str, list[int]] = defaultdict(list)
-    requests = make_requests(stack.conversations, settings.requests, rng)
+    requests = make_requests(stack.conversations, settings.breakdown_requests, rng)
     pool = ThreadPoolExecutor(max_workers=1)
+    store = services.store
+    retrieval = manager.retrieval
 
     def op_retrieve(request: Request) -> None:
         c = request.conversation
@@ -639,21 +701,46 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         manager.add_turns(c.conversation_id, c.user_id, turns)
         samples["add_turns"].append(clock() - t0)
 
+    def op_add_parts(request: Request) -> None:
+        """The SQL write alone (nobody woken), then the consolidation trigger check alone.
+
+        On a scratch conversation of the same user: writing past tier 1 would make the
+        chat's conversation miss in tier 1 afterwards.
+        """
+        c = request.conversation
+        scratch = f"scratch-{c.conversation_id}"
+        turns = [NewTurn("user", request.question), NewTurn("assistant", REPLY)]
+        t0 = clock()
+        store.append_turns(scratch, turns, user_id=c.user_id)
+        t1 = clock()
+        stack.idle_consolidation.trigger_reason(scratch, c.user_id)
+        t2 = clock()
+        samples["part_append_turns"].append(t1 - t0)
+        samples["part_trigger_check"].append(t2 - t1)
+
     def op_null_chain(request: Request) -> None:
         t0 = clock()
         null_chain.invoke({"input": request.question}, request.config)
         samples["chain_no_memory"].append(clock() - t0)
 
+    def op_stream(request: Request) -> None:
+        t0 = clock()
+        chunks = chain.stream({"input": request.question}, request.config)
+        next(chunks)
+        samples["stream_first_chunk"].append(clock() - t0)
+        for _ in chunks:
+            pass
+        samples["stream_complete"].append(clock() - t0)
+
     def op_embed(request: Request) -> None:
         samples["embed_query"].append(embed(request))
 
-    def op_parts(request: Request) -> None:
+    def op_retrieve_parts(request: Request) -> None:
         """The steps of MemoryManager.retrieve, one at a time (no threads)."""
         c = request.conversation
         cid, uid, q = c.conversation_id, c.user_id, request.question
-        store = services.store
         t0 = clock()
-        store.search(q, user_id=uid, conversation_id=None, limit=manager.retrieval.keyword_k)
+        store.search(q, user_id=uid, conversation_id=None, limit=retrieval.keyword_k)
         t1 = clock()
         manager.recent_turns(cid, uid)
         t2 = clock()
@@ -661,10 +748,10 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         t3 = clock()
         vector = embeddings.embed_query(q)
         t4 = clock()
-        tier3.index.search(vector, VectorFilter(user_id=uid), manager.retrieval.semantic_k)
+        tier3.index.search(vector, VectorFilter(user_id=uid), retrieval.semantic_k)
         t5 = clock()
         if tier3.facts is not None:
-            tier3.facts.search(uid, vector, manager.retrieval.facts_k)
+            tier3.facts.search(uid, vector, retrieval.facts_k)
         t6 = clock()
         samples["part_keyword_search"].append(t1 - t0)
         samples["part_recent_turns"].append(t2 - t1)
@@ -677,11 +764,11 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         """embed_query while the keyword search runs in another thread, as retrieve does."""
         c = request.conversation
         future = pool.submit(
-            services.store.search,
+            store.search,
             request.question,
             user_id=c.user_id,
             conversation_id=None,
-            limit=manager.retrieval.keyword_k,
+            limit=retrieval.keyword_k,
         )
         t0 = clock()
         embeddings.embed_query(request.question)
@@ -691,9 +778,11 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
     operations: list[Callable[[Request], None]] = [
         op_retrieve,
         op_add,
+        op_add_parts,
         op_null_chain,
+        op_stream,
         op_embed,
-        op_parts,
+        op_retrieve_parts,
         op_embed_with_keyword,
     ]
     gc.collect()
@@ -705,10 +794,12 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
     pool.shutdown()
     breakdown = {name: summarize_ms(values) for name, values in sorted(samples.items())}
     result["breakdown"] = breakdown
-    settled = result["settled"]
     p50 = {name: stats["p50"] for name, stats in breakdown.items()}
     result["settled_chat_minus_parts_p50_ms"] = (
-        settled["chat_ms"]["p50"] - p50["retrieve"] - p50["add_turns"] - p50["chain_no_memory"]
+        result["settled"]["chat_ms"]["p50"]
+        - p50["retrieve"]
+        - p50["add_turns"]
+        - p50["chain_no_memory"]
     )
 
     if settings.profile_requests:
@@ -737,15 +828,21 @@ def profile_chat(
 # -- part 2: chat latency while consolidation runs ----------------------------------------
 
 
+def overlaps(window: tuple[float, float], others: Sequence[tuple[float, float]]) -> bool:
+    start, end = window
+    return any(o_start < end and o_end > start for o_start, o_end in others)
+
+
 def bench_consolidation(stack: Stack, settings: Settings, started: float) -> dict[str, Any]:
     services = stack.services
     manager = services.manager
     model = stack.summarizer_model
     recorder = stack.recorder
-    clock = time.perf_counter_ns
     rng = random.Random(settings.seed + 2)
     keep_last = services.settings.memory_tier1_keep_after_consolidation
-    phase_ns: dict[str, list[int]] = {"A": [], "B": []}
+    think = settings.think_ms / 1e3
+    # Per phase: (start, end) of every request, in perf_counter seconds.
+    windows: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
     blocks: list[dict[str, Any]] = []
     services_b: list[CountingConsolidation] = []
     explicit = itertools.cycle(stack.conversations)
@@ -769,29 +866,32 @@ def bench_consolidation(stack: Stack, settings: Settings, started: float) -> dic
                 manager.listeners[manager.listeners.index(stack.idle_consolidation)] = service
                 for _ in range(EXPLICIT_SCHEDULES):
                     conversation = next(explicit)
-                    service.schedule(
-                        conversation.conversation_id, conversation.user_id, "benchmark"
-                    )
+                    # A threshold reason: "end", "idle" or "manual" would also summarize the
+                    # turns the chat adds meanwhile, lap after lap, until it stops.
+                    service.schedule(conversation.conversation_id, conversation.user_id, "messages")
             recorder.phase = phase
             calls_before = len(model.calls)
-            samples: list[int] = []
+            block_windows: list[tuple[float, float]] = []
             gc.collect()
             began = time.perf_counter()
             deadline = began + settings.block_seconds
             while time.perf_counter() < deadline:
                 request = make_requests(stack.conversations, 1, rng)[0]
-                t0 = clock()
+                t0 = time.perf_counter()
                 stack.chain.invoke({"input": request.question}, request.config)
-                samples.append(clock() - t0)
+                block_windows.append((t0, time.perf_counter()))
+                if think:
+                    time.sleep(think)
             ended = time.perf_counter()
             phase_seconds[phase] += ended - began
             recorder.phase = "transition"
+            latencies = [(end - start) * 1e9 for start, end in block_windows]
             block: dict[str, Any] = {
                 "round": round_,
                 "phase": phase,
-                "requests": len(samples),
+                "requests": len(block_windows),
                 "seconds": ended - began,
-                "chat_ms": summarize_ms(samples),
+                "chat_ms": summarize_ms(latencies),
             }
             if service is not None:
                 calls_in_b += len(model.calls) - calls_before
@@ -806,41 +906,159 @@ def bench_consolidation(stack: Stack, settings: Settings, started: float) -> dic
                     quiet = 0 if service.running else quiet + 1
                     time.sleep(0.01)
                 stop_wait_seconds.append(time.perf_counter() - t0)
-                in_block = [c for c in service.completed if c[1] <= ended]
+                finished = [c for c in service.completed if c[1] <= ended]
                 busy = sum(
                     min(end, ended) - max(start, began)
                     for start, end, _ in service.completed
                     if end > began and start < ended
                 )
-                block["consolidations_finished"] = len(in_block)
-                block["summaries_stored"] = sum(1 for c in in_block if c[2])
+                block["consolidations_finished"] = len(finished)
                 block["consolidation_busy_share"] = busy / (ended - began)
                 block["failures"] = service.failures
             blocks.append(block)
-            phase_ns[phase].extend(samples)
+            windows[phase].extend(block_windows)
             settle(services)
             time.sleep(0.2)
         progress(f"part 2: round {round_ + 1}/{settings.rounds} done", started)
 
-    stats = {phase: summarize_ms(values) for phase, values in phase_ns.items()}
+    def ms(selected: Sequence[tuple[float, float]]) -> dict[str, Any]:
+        return summarize_ms([(end - start) * 1e9 for start, end in selected])
+
+    stats = {phase: ms(values) for phase, values in windows.items()}
+    flush_windows = {phase: recorder.flush_windows(phase) for phase in ("A", "B")}
+    tagged: dict[str, Any] = {}
+    for phase in ("A", "B"):
+        hit_flush = [w for w in windows[phase] if overlaps(w, flush_windows[phase])]
+        tagged[f"{phase}_overlapping_flush"] = ms(hit_flush)
+    side_effects = recorder.side_effect_windows("B")
+    hit_side = [w for w in windows["B"] if overlaps(w, side_effects)]
+    tagged["B_overlapping_side_effects"] = ms(hit_side)
+    tagged["B_clear"] = ms(
+        [
+            w
+            for w in windows["B"]
+            if not overlaps(w, side_effects) and not overlaps(w, flush_windows["B"])
+        ]
+    )
+    tagged["A_clear"] = ms([w for w in windows["A"] if not overlaps(w, flush_windows["A"])])
     b_blocks = [b for b in blocks if b["phase"] == "B"]
+    background = {phase: recorder.phase_figures(phase) for phase in ("A", "B")}
     return {
+        "think_ms": settings.think_ms,
         "phase_ms": stats,
         "p95_ratio": stats["B"]["p95"] / stats["A"]["p95"],
         "p50_ratio": stats["B"]["p50"] / stats["A"]["p50"],
         "p99_ratio": stats["B"]["p99"] / stats["A"]["p99"],
+        "tagged_ms": tagged,
         "phase_seconds": phase_seconds,
         "blocks": blocks,
         "consolidations_finished_in_b": sum(b["consolidations_finished"] for b in b_blocks),
-        "summaries_stored_in_b": sum(b["summaries_stored"] for b in b_blocks),
+        "summaries_stored_in_b": sum(
+            entry["summaries_stored"] for entry in background["B"].values()
+        ),
+        "embedded_turns_in_b": sum(entry["embedded_turns"] for entry in background["B"].values()),
         "summarizer_calls_in_b": calls_in_b,
+        "side_effect_windows_in_b": len(side_effects),
+        "side_effect_ms": summarize_ms([(end - start) * 1e9 for start, end in side_effects]),
         "consolidation_busy_share_in_b": float(
             np.mean([b["consolidation_busy_share"] for b in b_blocks])
         ),
         "failures": sum(s.failures for s in services_b),
         "stop_wait_seconds_max": max(stop_wait_seconds) if stop_wait_seconds else 0.0,
-        "background": {phase: recorder.phase_figures(phase) for phase in ("A", "B")},
+        "background": background,
     }
+
+
+# -- part 3: how long background work holds the GIL ---------------------------------------
+
+
+def bench_gil(stack: Stack, settings: Settings, started: float) -> dict[str, Any]:
+    """Main-thread wake-up delay while one background operation runs in another thread.
+
+    The main thread sleeps 0.5 ms in a loop; a wake-up late by more than the switch interval
+    (5 ms) means the other thread held the GIL. Information only, no goal.
+    """
+    progress("part 3: GIL holds of the background operations", started)
+    services = stack.services
+    tier3 = services.vectors
+    assert tier3 is not None
+    conversation = stack.conversations[0]
+    texts = [f"user: {REPLY}", f"assistant: {SUMMARY_REPLY}"]
+    vector = tier3.embeddings.embed_query("Where did I leave my passport?")
+
+    def upserted() -> None:
+        """Fresh turns embedded (not flushed), so that a flush has work to do."""
+        services.store.append_turns(
+            f"scratch-{conversation.conversation_id}",
+            [NewTurn("user", "Where did I leave my passport?"), NewTurn("assistant", REPLY)],
+            user_id=conversation.user_id,
+        )
+        tier3.indexer.drain(settle=False)
+
+    operations: dict[str, tuple[Callable[[], Any], Callable[[], None] | None]] = {
+        "sleep 20 ms (reference)": (lambda: time.sleep(0.02), None),
+        "EdgeIndex.flush after a 2-turn upsert": (tier3.index.flush, upserted),
+        "embed_documents, 2 turns (a backfill batch)": (
+            lambda: tier3.embeddings.embed_documents(texts),
+            None,
+        ),
+        "embed_query": (lambda: tier3.embeddings.embed_query(REPLY), None),
+        "EdgeIndex.search, user filter": (
+            lambda: tier3.index.search(vector, VectorFilter(user_id=conversation.user_id), 5),
+            None,
+        ),
+        "SQLStore.search (FTS5, user)": (
+            lambda: services.store.search(
+                "flight Osaka passport", user_id=conversation.user_id, limit=5
+            ),
+            None,
+        ),
+    }
+    result: dict[str, Any] = {}
+    for name, (operation, prepare) in operations.items():
+        durations: list[float] = []
+        delays: list[float] = []
+        for _ in range(settings.gil_reps):
+            if prepare is not None:
+                prepare()
+            time.sleep(0.02)
+            duration, delay = wake_delay(operation)
+            durations.append(duration)
+            delays.append(delay)
+        result[name] = {
+            "operation_ms_p50": float(np.median(durations)),
+            "operation_ms_max": float(max(durations)),
+            "worst_wake_delay_ms_p50": float(np.median(delays)),
+            "worst_wake_delay_ms_max": float(max(delays)),
+        }
+    return result
+
+
+def wake_delay(operation: Callable[[], Any]) -> tuple[float, float]:
+    """(operation ms, worst main-thread wake-up delay ms while it ran in another thread)."""
+    go, done = threading.Event(), threading.Event()
+    took = [0.0]
+
+    def run() -> None:
+        go.wait()
+        time.sleep(0.003)
+        t0 = time.perf_counter()
+        operation()
+        took[0] = time.perf_counter() - t0
+        time.sleep(0.003)
+        done.set()
+
+    thread = threading.Thread(target=run, name="gil-probe")
+    thread.start()
+    time.sleep(0.005)
+    go.set()
+    worst = 0.0
+    while not done.is_set():
+        t0 = time.perf_counter()
+        time.sleep(0.0005)
+        worst = max(worst, time.perf_counter() - t0 - 0.0005)
+    thread.join()
+    return took[0] * 1e3, worst * 1e3
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -857,6 +1075,7 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
         result["overhead"] = bench_overhead(stack, settings, started)
         result["background_part1"] = stack.recorder.phase_figures("part1")
         result["consolidation"] = bench_consolidation(stack, settings, started)
+        result["gil"] = bench_gil(stack, settings, started)
         result["rss_mb_end"] = rss_mb()
     finally:
         if services is not None:
@@ -889,16 +1108,23 @@ def stats_header(label: str) -> str:
 def background_lines(figures: dict[str, Any], indent: str = "    ") -> list[str]:
     lines = []
     for kind, entry in figures.items():
-        flush = (
-            f", {entry['flushes']} index flushes (p50 {fmt(entry['flush_ms_p50'])} ms, max "
-            f"{fmt(entry['flush_ms_max'])} ms)"
-            if entry["flushes"]
-            else ""
-        )
-        lines.append(
-            f"{indent}{kind:<14} embedded {entry['embedded_turns']:,} turns in "
-            f"{entry['embed_batches']:,} batches ({entry['embed_ms_total'] / 1e3:.1f} s){flush}"
-        )
+        parts = [
+            f"embedded {entry['embedded_turns']:,} turns in {entry['embed_batches']:,} batches "
+            f"({entry['embed_ms_total'] / 1e3:.1f} s)"
+        ]
+        if entry["drain_calls"]:
+            parts.append(
+                f"{entry['drain_calls']:,} drain calls ({entry['drain_ms_total'] / 1e3:.1f} s, "
+                f"longest {fmt(entry['drain_ms_max'])} ms)"
+            )
+        if entry["flushes"]:
+            parts.append(
+                f"{entry['flushes']} index flushes (p50 {fmt(entry['flush_ms_p50'])} ms, max "
+                f"{fmt(entry['flush_ms_max'])} ms)"
+            )
+        if entry["summaries_stored"]:
+            parts.append(f"{entry['summaries_stored']} summaries stored")
+        lines.append(f"{indent}{kind:<14} " + ", ".join(parts))
     return lines
 
 
@@ -926,8 +1152,8 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
     )
     lines.append(stats_header("latency, ms"))
     for mode, title in (
-        ("settled", "settled (tier-3 backfill caught up before each)"),
-        ("back_to_back", "back to back (previous turn's backfill may run)"),
+        ("settled", "settled (tier-3 backfill caught up before each measurement)"),
+        ("back_to_back", "back to back (the previous turn's backfill may still run)"),
     ):
         entry = over[mode]
         lines.append(f"  -- {title}")
@@ -946,11 +1172,18 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
             )
         )
     breakdown = over["breakdown"]
-    lines.append("  -- breakdown (settled, operations in rotating order)")
+    lines.append(
+        f"  -- breakdown ({settings.breakdown_requests} requests, settled, operations in "
+        "rotating order)"
+    )
     lines.append(stats_header("latency, ms"))
     for label, key in (
+        ("chain.stream: first chunk (what a streaming client waits)", "stream_first_chunk"),
+        ("chain.stream: complete", "stream_complete"),
         ("MemoryManager.retrieve", "retrieve"),
         ("MemoryManager.add_turns (user + assistant turn)", "add_turns"),
+        ("  SQLStore.append_turns alone (nobody woken)", "part_append_turns"),
+        ("  consolidation trigger check (listener)", "part_trigger_check"),
         ("fake LLM alone: llm.stream(prompt)", "llm_stream"),
         ("chain over a no-op memory (LCEL + fake LLM)", "chain_no_memory"),
         ("embed_query alone", "embed_query"),
@@ -976,16 +1209,29 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
     cons = result["consolidation"]
     goal = GOALS["consolidation_p95_over_idle_p95"]
     lines.append("")
+    pause = f"{settings.think_ms:g} ms pause after each" if settings.think_ms else "back to back"
     lines.append(
         f"== 2. chat while consolidation runs: {settings.rounds} rounds of A/B blocks of "
-        f"{settings.block_seconds:g} s, back-to-back requests; B: message_threshold "
+        f"{settings.block_seconds:g} s, requests {pause}; B: message_threshold "
         f"{settings.message_threshold}, summarizer waits {settings.summary_seconds:g} s per call =="
     )
     lines.append(stats_header("chat latency, ms"))
     lines.append(stats_line("A: no consolidation", cons["phase_ms"]["A"]))
     lines.append(stats_line("B: consolidation running", cons["phase_ms"]["B"]))
+    tagged = cons["tagged_ms"]
+    for label, key in (
+        ("  A: requests overlapping an index flush", "A_overlapping_flush"),
+        ("  A: the others", "A_clear"),
+        ("  B: overlapping a consolidation's summary write or drain", "B_overlapping_side_effects"),
+        ("  B: overlapping an index flush", "B_overlapping_flush"),
+        ("  B: neither", "B_clear"),
+    ):
+        if tagged[key]["n"]:
+            lines.append(stats_line(label, tagged[key]))
+        else:
+            lines.append(f"  {label:<58} {0:>6}")
     lines.append(
-        f"  per block p95, ms: "
+        "  per block p95, ms: "
         + ", ".join(
             f"{b['phase']}{b['round'] + 1} {fmt(b['chat_ms']['p95'])}" for b in cons["blocks"]
         )
@@ -999,17 +1245,40 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
             verdict(cons["p95_ratio"], goal, higher_is_better=False),
         )
     )
+    side = cons["side_effect_ms"]
     lines.append(
         f"  during B ({cons['phase_seconds']['B']:.0f} s): {cons['consolidations_finished_in_b']} "
-        f"consolidations finished ({cons['summaries_stored_in_b']} stored summaries), "
-        f"{cons['summarizer_calls_in_b']} summarizer calls, consolidation thread busy "
-        f"{cons['consolidation_busy_share_in_b']:.0%} of the time, {cons['failures']} failures; "
-        f"longest wait for the running consolidation at a block's end "
-        f"{cons['stop_wait_seconds_max']:.2f} s"
+        f"consolidations finished, {cons['summaries_stored_in_b']} summaries stored, "
+        f"{cons['summarizer_calls_in_b']} summarizer calls, {cons['embedded_turns_in_b']:,} "
+        f"turns embedded; consolidation thread busy {cons['consolidation_busy_share_in_b']:.0%} "
+        f"of the time; {cons['failures']} failures"
     )
+    if side["n"]:
+        lines.append(
+            f"  consolidation work besides waiting (add_summary, drain): "
+            f"{side['n']} windows, p50 {fmt(side['p50'])} ms, max {fmt(side['max'])} ms; "
+            f"longest wait for a running consolidation at a block's end "
+            f"{cons['stop_wait_seconds_max']:.2f} s"
+        )
     for phase in ("A", "B"):
         lines.append(f"  background work during {phase} ({cons['phase_seconds'][phase]:.0f} s):")
         lines.extend(background_lines(cons["background"][phase]))
+
+    lines.append("")
+    lines.append(
+        "== 3. GIL holds: main-thread wake-up delay while one operation runs in another thread "
+        f"({settings.gil_reps} runs each; > 5 ms means the GIL was held) =="
+    )
+    lines.append(
+        f"  {'operation':<58} {'op p50':>8} {'op max':>8} {'delay p50':>10} {'delay max':>10}"
+    )
+    for name, entry in result["gil"].items():
+        op_p50, op_max = entry["operation_ms_p50"], entry["operation_ms_max"]
+        delay_p50, delay_max = entry["worst_wake_delay_ms_p50"], entry["worst_wake_delay_ms_max"]
+        lines.append(
+            f"  {name:<58} {fmt(op_p50):>8} {fmt(op_max):>8} {fmt(delay_p50):>10} "
+            f"{fmt(delay_max):>10}"
+        )
     lines.append(f"  RSS start {result['rss_mb_start']:.0f} MB, end {result['rss_mb_end']:.0f} MB")
     profile = over.get("profile")
     if profile:
@@ -1059,10 +1328,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--users", type=int, help="users owning the conversations (20)")
     parser.add_argument("--requests", type=int, help="chat requests per part-1 measurement (300)")
     parser.add_argument(
+        "--breakdown-requests", type=int, help="requests of the part-1 breakdown (200)"
+    )
+    parser.add_argument(
         "--summary-seconds", type=float, help="wait of the fake summarizer per call (2)"
     )
-    parser.add_argument("--block-seconds", type=float, help="length of a part-2 block (15)")
-    parser.add_argument("--rounds", type=int, help="A/B rounds in part 2 (4)")
+    parser.add_argument("--block-seconds", type=float, help="length of a part-2 block (10)")
+    parser.add_argument("--rounds", type=int, help="A/B rounds in part 2 (6)")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        help="pause after each part-2 request (50; 0: back to back, which saturates the backfill)",
+    )
     parser.add_argument(
         "--profile",
         type=int,
@@ -1080,9 +1357,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turns": args.turns,
         "users": args.users,
         "requests": args.requests,
+        "breakdown_requests": args.breakdown_requests,
         "summary_seconds": args.summary_seconds,
         "block_seconds": args.block_seconds,
         "rounds": args.rounds,
+        "think_ms": args.think_ms,
         "profile_requests": args.profile,
     }
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
@@ -1090,7 +1369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--turns must be at least {UNSUMMARIZED_TAIL + 2}")
 
     started = time.perf_counter()
-    environment = {
+    environment: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
@@ -1105,7 +1384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"settings: {settings.conversations} conversations x {settings.turns} turns, "
         f"{settings.users} users, {settings.requests} requests per part-1 measurement, part 2 "
-        f"{settings.rounds} x (A + B) blocks of {settings.block_seconds:g} s, summarizer "
+        f"{settings.rounds} x (A + B) blocks of {settings.block_seconds:g} s, "
+        f"{settings.think_ms:g} ms pause after each request, summarizer "
         f"{settings.summary_seconds:g} s per call\n",
         flush=True,
     )

@@ -106,7 +106,8 @@ def _identity(config: RunnableConfig | None, default_user: str) -> tuple[str, st
     return validate_id(conversation_id), validate_id(user_id, "user id")
 
 
-def _user_text(inputs: Any) -> str:
+def user_text(inputs: Any) -> str:
+    """The user's message from the chain's input, checked (empty or invalid text is refused)."""
     if isinstance(inputs, str):
         text = inputs
     elif isinstance(inputs, ChatInput):
@@ -117,6 +118,10 @@ def _user_text(inputs: Any) -> str:
         raise InvalidInputError('the chat chain takes {"input": "<the user message>"}')
     if not text.strip():
         raise InvalidInputError("the message is empty: send some text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError("the message is not valid Unicode text: send UTF-8") from exc
     return text
 
 
@@ -163,14 +168,14 @@ def build_chat_chain(
 
     def prepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
         conversation_id, user_id = _identity(config, default_user_id)
-        text = _user_text(inputs)
+        text = user_text(inputs)
         context = manager.retrieve(conversation_id, user_id, text)
         messages = build_prompt_with_memory(system_message, context, text)
         return {"ids": (conversation_id, user_id), "text": text, "messages": messages}
 
     async def aprepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
         conversation_id, user_id = _identity(config, default_user_id)
-        text = _user_text(inputs)
+        text = user_text(inputs)
         context = await manager.aretrieve(conversation_id, user_id, text)
         messages = build_prompt_with_memory(system_message, context, text)
         return {"ids": (conversation_id, user_id), "text": text, "messages": messages}

@@ -148,7 +148,10 @@ class MemorySettings(BaseSettings):
         "'Authorization: Bearer <key>' (or 'X-API-Key') and acts as that user.",
     )
     max_request_bytes: int = Field(
-        default=1_000_000, ge=1_024, description="Largest request body accepted (413 above)."
+        default=8_000_000,
+        ge=1_024,
+        description="Largest request body accepted (413 above); OpenAI-style clients resend "
+        "the whole history, with images inlined.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

@@ -201,16 +201,22 @@ class ConsolidationService:
         lock = self._locks.setdefault(conversation_id, threading.Lock())
         with lock:
             stored: Summary | None = None
+            first = self.store.get_conversation(conversation_id, user_id=user_id)
+            # Summarize up to where the conversation stood when the run began: a conversation
+            # still chatting would otherwise be chased turn after turn.
+            target = first.turn_count if first else 0
             while True:
                 info = self.store.get_conversation(conversation_id, user_id=user_id)
                 if info is None:
                     return stored
                 through = summarized_through(self.store, conversation_id)
+                if through >= target:
+                    break
                 turns = self.store.get_turns(
                     conversation_id,
                     user_id=user_id,
                     after=through,
-                    limit=self.settings.max_turns_per_summary,
+                    limit=min(self.settings.max_turns_per_summary, target - through),
                 )
                 if not turns:
                     break
@@ -274,8 +280,12 @@ class ConsolidationService:
 
     def _after_summary(self, conversation_id: str, user_id: str) -> None:
         if self.tier3 is not None:
-            # Embed the range now (it is queued since it was stored); failures keep it queued.
-            self.tier3.indexer.try_drain()
+            # The range is queued since it was stored: wake the backfill thread, or (without
+            # one) embed it here; failures keep it queued.
+            if self.tier3.worker is not None and self.tier3.worker.running:
+                self.tier3.notify()
+            else:
+                self.tier3.indexer.try_drain()
         # Only now, with the summary durably stored, may tier 1 drop older turns.
         self.buffer.prune(conversation_id, keep_last=self.settings.keep_last)
 

@@ -17,9 +17,9 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -193,7 +193,6 @@ class MemoryManager:
         self.counter = counter or TokenCounter()
         self.retrieval = retrieval or RetrievalSettings()
         self.listeners: list[TurnListener] = []
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory-retrieve")
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -217,13 +216,14 @@ class MemoryManager:
                 raise InvalidInputError("pass either messages or NewTurn objects, not a mix")
         stored = self.store.append_turns(conversation_id, new_turns, user_id=user_id)
         self.buffer.extend(conversation_id, stored, user_id=user_id)
-        if self.tier3 is not None:
-            self.tier3.notify()
         for listener in self.listeners:
             try:
                 listener.on_turns_added(conversation_id, user_id, stored)
             except Exception:  # a trigger must never fail a stored write
                 logger.exception("turn listener failed for %s", conversation_id)
+        # Last: the backfill thread competes for the GIL as soon as it wakes.
+        if self.tier3 is not None:
+            self.tier3.notify()
         return stored
 
     async def aadd_turns(
@@ -273,20 +273,21 @@ class MemoryManager:
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         """Build the memory context of one request.
 
-        Keyword search runs in a worker thread while the query is embedded; a tier that
-        fails is skipped and named in ``degraded``.
+        The searches run one after the other: on 2 cores a keyword search in a second thread
+        slowed the query embedding by more than it saved (benchmarks/bench_chat.py). A tier
+        that fails is skipped and named in ``degraded``.
         """
         validate_id(conversation_id)
         validate_id(user_id, "user id")
         settings = self.retrieval
         scoped = conversation_id if settings.scope == "conversation" else None
-        keyword_future = self._pool.submit(
+        keyword = partial(
             self.store.search, query, user_id=user_id, conversation_id=scoped,
             limit=settings.keyword_k,
         )  # fmt: skip
         recent = self.recent_turns(conversation_id, user_id)
         info = self.store.get_conversation(conversation_id, user_id=user_id)
-        lists, degraded = self._gather(user_id, scoped, query, keyword_future)
+        lists, degraded = self._gather(user_id, scoped, query, keyword)
         exclude = {_turn_key(conversation_id, turn.turn_number) for turn in recent}
         return MemoryContext(
             conversation_id=conversation_id,
@@ -301,12 +302,10 @@ class MemoryManager:
         """Search one conversation (keyword and semantic, fused), recent turns included."""
         validate_id(conversation_id)
         validate_id(user_id, "user id")
-        keyword_future = self._pool.submit(
+        keyword = partial(
             self.store.search, query, user_id=user_id, conversation_id=conversation_id, limit=k
         )
-        lists, degraded = self._gather(
-            user_id, conversation_id, query, keyword_future, k=k, facts=False
-        )
+        lists, degraded = self._gather(user_id, conversation_id, query, keyword, k=k, facts=False)
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
@@ -321,7 +320,7 @@ class MemoryManager:
         user_id: str,
         conversation_id: str | None,
         query: str,
-        keyword_future: Future[list[KeywordHit]],
+        keyword: Callable[[], list[KeywordHit]],
         *,
         k: int | None = None,
         facts: bool = True,
@@ -332,7 +331,7 @@ class MemoryManager:
         if facts:
             lists["facts"] = fact_items
         try:
-            hits = keyword_future.result()
+            hits = keyword()
             lists["tier2-turns"] = [_keyword_item(h) for h in hits if h.kind == "turn"]
             lists["tier2-summaries"] = [_keyword_item(h) for h in hits if h.kind == "summary"]
         except MemoryChainError as exc:
@@ -381,8 +380,7 @@ class MemoryManager:
         return MemoryChatMessageHistory(self, conversation_id, user_id=user_id)
 
     def close(self) -> None:
-        """Stop the retrieval threads."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release (kept for symmetry with the other services)."""
 
 
 class MemoryChatMessageHistory(BaseChatMessageHistory):

@@ -180,6 +180,13 @@ def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
             )
         if "\x00" in turn.content:
             raise InvalidInputError(f"{where}: content contains a NUL character: remove it")
+        try:
+            turn.content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(
+                f"{where}: content is not valid Unicode text ({exc.reason} at position "
+                f"{exc.start}): send UTF-8 text"
+            ) from exc
         if (
             turn.tokens is not None
             and min(turn.tokens.total, turn.tokens.prompt or 0, turn.tokens.completion or 0) < 0

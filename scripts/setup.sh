@@ -39,6 +39,23 @@ if [[ $WITH_TEST -eq 1 ]] && ! have_postgres; then
     fi
 fi
 
+# Browser tests: Debian's Chromium, driven by playwright-core (npm; no browser download).
+if [[ $WITH_TEST -eq 1 ]]; then
+    if ! command -v chromium >/dev/null 2>&1; then
+        log "installing Chromium (Debian package) for the playground test"
+        as_root apt-get update -qq || true
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+            || { log "cannot install chromium: install it by hand"; exit 1; }
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        log "npm not found: install Node.js >= 20 for the playground test"; exit 1
+    fi
+    if [[ ! -d tests/browser/node_modules/playwright-core ]]; then
+        log "installing playwright-core for the playground test"
+        npm ci --prefix tests/browser --no-audit --no-fund --silent
+    fi
+fi
+
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating $VENV with $($PYTHON --version)"
     "$PYTHON" -m venv "$VENV"

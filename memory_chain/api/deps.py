@@ -42,7 +42,7 @@ def resolve_user(request: Request, services: Services) -> str:
 
     Raises:
         HTTPException: 401 when keys are configured and none (or a wrong one) is given;
-            400 for a malformed user header.
+            422 for a malformed user header.
     """
     settings = services.settings
     if settings.api_keys:
@@ -62,7 +62,7 @@ def resolve_user(request: Request, services: Services) -> str:
             try:
                 return validate_id(value, f"user id in {header}")
             except InvalidInputError as exc:
-                raise HTTPException(status_code=400, detail=str(exc)) from exc
+                raise HTTPException(status_code=422, detail=str(exc)) from exc
     return settings.default_user_id
 
 

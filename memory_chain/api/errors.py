@@ -12,7 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_chain.chain import LLMUnavailableError
@@ -53,6 +56,21 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(error)}, status_code=status)
 
     app.add_exception_handler(MemoryChainError, handle)
+
+    async def invalid(_request: Request, error: Exception) -> Response:
+        from fastapi.encoders import jsonable_encoder
+
+        if isinstance(error, RequestValidationError):
+            errors = error.errors()
+        elif isinstance(error, ValidationError):
+            errors = error.errors(include_url=False, include_context=False)
+        else:
+            errors = []
+        body = json.dumps({"detail": jsonable_encoder(errors)})  # ASCII: lone surrogates escaped
+        return Response(body, status_code=422, media_type="application/json")
+
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(ValidationError, invalid)
 
 
 class BodySizeLimit:
@@ -116,5 +134,12 @@ class BodySizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-class _TooLargeError(Exception):
-    pass
+class _TooLargeError(StarletteHTTPException):
+    """Raised from ``receive`` past the limit.
+
+    An HTTP error, so that FastAPI's body parsing passes it on (it turns other exceptions
+    into 400) and it is answered 413.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(status_code=413, detail="request body too large: send less")

@@ -9,9 +9,10 @@ named (LangServe would otherwise fail with a 500, or share one empty session).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -19,12 +20,14 @@ from langchain_core.runnables.base import RunnableBinding
 from langserve import add_routes
 
 from memory_chain.api.deps import get_services, resolve_user
-from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat
-from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
+from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
 from memory_chain.schemas import validate_id
 from memory_chain.tiers.vectors.retriever import TurnRetriever
 
 CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
+#: Most inputs in one batch request (each may be an LLM call).
+MAX_BATCH = 16
 
 
 def _not_started(_: Any) -> Any:
@@ -74,9 +77,17 @@ def _conversation_from(config: dict[str, Any], request: Request) -> str | None:
 def config_modifier(required_conversation: bool) -> Any:
     """A ``per_req_config_modifier`` that sets the user and checks the conversation."""
 
-    def modify(config: dict[str, Any], request: Request) -> dict[str, Any]:
+    async def modify(config: dict[str, Any], request: Request) -> dict[str, Any]:
         services = get_services(request)
+        configurable = dict(config.get("configurable") or {})
         user = resolve_user(request, services)
+        asked_user = configurable.get("user_id")
+        if asked_user and not services.settings.api_keys:
+            # Single-tenant (no keys): the client may name the user, as with X-User-Id.
+            try:
+                user = validate_id(asked_user, "user id")
+            except InvalidInputError as exc:
+                raise HTTPException(status_code=422, detail=str(exc)) from exc
         conversation = _conversation_from(config, request)
         if conversation is None and required_conversation:
             raise HTTPException(
@@ -84,13 +95,19 @@ def config_modifier(required_conversation: bool) -> Any:
                 detail="no conversation id: send config "
                 '{"configurable": {"conversation_id": "<id>"}} or an X-Conversation-Id header',
             )
-        configurable = dict(config.get("configurable") or {})
         configurable["user_id"] = user
         if conversation is not None:
             try:
                 configurable["conversation_id"] = validate_id(conversation)
             except InvalidInputError as exc:
-                raise HTTPException(status_code=400, detail=str(exc)) from exc
+                raise HTTPException(status_code=422, detail=str(exc)) from exc
+            # Refuse another user's conversation before anything runs or streams (404, as
+            # for a missing one).
+            info = await services.store.aget_conversation(conversation)
+            if info is not None and info.user_id != user:
+                raise HTTPException(
+                    status_code=404, detail=str(ConversationNotFoundError(conversation))
+                )
         return {**config, "configurable": configurable}
 
     return modify
@@ -102,6 +119,10 @@ def retriever_target(services: Any) -> Runnable[Any, Any]:
         return RunnableLambda(_tier3_disabled)
 
     def search(query: str, config: RunnableConfig) -> list[Document]:
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError("the query is not valid Unicode text: send UTF-8") from exc
         configurable = config.get("configurable", {})
         retriever = TurnRetriever(
             index=services.vectors.index,
@@ -116,6 +137,39 @@ def retriever_target(services: Any) -> Runnable[Any, Any]:
 
 def _tier3_disabled(_: Any) -> Any:
     raise MemoryChainError("semantic memory is disabled (memory_tier3_enabled=false)")
+
+
+async def check_request(request: Request) -> None:
+    """Refuse what LangServe would answer with a 500, and require a key on every route."""
+    resolve_user(request, get_services(request))
+    if request.method != "POST":
+        return
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise HTTPException(
+            status_code=400, detail=f"the body is not JSON in UTF-8 ({type(exc).__name__})"
+        ) from exc
+    if not isinstance(body, dict):
+        raise HTTPException(status_code=422, detail="the body must be a JSON object")
+    if "config" in body and body["config"] is None:
+        raise HTTPException(status_code=422, detail="config must be an object: omit it or send {}")
+    batch = request.url.path.endswith("/batch")
+    if batch and not isinstance(body.get("inputs"), list):
+        raise HTTPException(status_code=422, detail='batch takes {"inputs": [...]}')
+    if batch and len(body["inputs"]) > MAX_BATCH:
+        raise HTTPException(
+            status_code=422, detail=f"a batch takes at most {MAX_BATCH} inputs: split it"
+        )
+    if "/retriever/" in request.url.path:
+        return
+    for item in body["inputs"] if batch else [body.get("input")]:
+        try:
+            user_text(item)
+        except InvalidInputError as exc:
+            # Streams would fail after their 200 has gone out: refuse before.
+            raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
 def mount(app: FastAPI, chat: LateBound, retriever: LateBound) -> None:
@@ -135,7 +189,9 @@ def mount(app: FastAPI, chat: LateBound, retriever: LateBound) -> None:
             "input_schema",
             "output_schema",
             "config_schema",
+            "config_hashes",
         ],
+        dependencies=[Depends(check_request)],
     )
     add_routes(
         app,
@@ -143,6 +199,7 @@ def mount(app: FastAPI, chat: LateBound, retriever: LateBound) -> None:
         path="/memory/retriever",
         per_req_config_modifier=config_modifier(required_conversation=False),
         enabled_endpoints=["invoke", "batch", "input_schema", "output_schema", "config_schema"],
+        dependencies=[Depends(check_request)],
     )
 
 

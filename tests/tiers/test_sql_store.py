@@ -103,6 +103,7 @@ def test_other_users_conversation_is_invisible_and_unwritable(store: SQLStore) -
         (NewTurn("robot", "hello"), "unknown role"),  # type: ignore[arg-type]
         (NewTurn("user", "x" * 10_000_000), "more than"),
         (NewTurn("user", "nul \x00 byte"), "NUL"),
+        (NewTurn("user", "lone surrogate \ud800"), "not valid Unicode"),
         (NewTurn("user", "hi", tokens=TokenUsage(total=-1)), "negative"),
     ],
 )

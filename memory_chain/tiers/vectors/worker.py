@@ -56,6 +56,11 @@ class BackfillWorker:
             )
             self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Whether the background thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
     def notify(self) -> None:
         """New turns are queued: run soon."""
         self._wake.set()

@@ -47,7 +47,6 @@ import importlib.metadata
 import io
 import itertools
 import json
-import math
 import os
 import platform
 import pstats
@@ -69,7 +68,20 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
-import psutil
+from common import (
+    CITIES,
+    DAYS,
+    FOODS,
+    PEOPLE,
+    THINGS,
+    TOPICS,
+    fmt,
+    goal_line,
+    progress,
+    rss_mb,
+    summarize_ms,
+    verdict,
+)
 from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -89,7 +101,6 @@ GOALS = {
     "chat_overhead_p95_over_embed_p95": 1.5,
     "consolidation_p95_over_idle_p95": 1.2,
 }
-MB = 1024 * 1024
 #: Turns left unsummarized per conversation by the pre-populated summaries.
 UNSUMMARIZED_TAIL = 5
 #: Conversations scheduled explicitly when a phase-B block starts.
@@ -137,63 +148,7 @@ QUICK: dict[str, Any] = {
 # -- measurement helpers ------------------------------------------------------------------
 
 
-def rss_mb() -> float:
-    return float(psutil.Process().memory_info().rss) / MB
-
-
-def progress(message: str, started: float) -> None:
-    print(f"  .. [{time.perf_counter() - started:6.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def summarize_ms(samples_ns: Sequence[float]) -> dict[str, Any]:
-    if not samples_ns:
-        return {"n": 0}
-    values = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "n": len(values),
-        "p50": float(p50),
-        "p95": float(p95),
-        "p99": float(p99),
-        "mean": float(values.mean()),
-        "max": float(values.max()),
-    }
-
-
-def verdict(value: float | None, goal: float, higher_is_better: bool) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    ok = value >= goal if higher_is_better else value <= goal
-    return "ok" if ok else "MISSED"
-
-
-def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
 # -- realistic chat text ------------------------------------------------------------------
-
-CITIES = ["Lisbon", "Osaka", "Denver", "Nairobi", "Oslo", "Bogotá", "Krakow", "Hanoi", "Perth"]
-DAYS = ["Monday", "Tuesday", "Friday", "the weekend", "3 May", "next week", "the 14th"]
-PEOPLE = ["Ana", "my sister", "Dr. Patel", "the landlord", "Tom", "my manager", "Yuki"]
-FOODS = ["lentil soup", "pad thai", "sourdough", "a vegan lasagna", "shakshuka", "ramen"]
-TOPICS = [
-    "the quarterly budget",
-    "my knee injury",
-    "the Python migration",
-    "our wedding playlist",
-    "the tax return",
-    "learning Spanish",
-    "the garden irrigation",
-    "the job interview",
-    "my sleep schedule",
-    "the SQL index",
-]
-THINGS = ["passport", "laptop charger", "insurance card", "spare keys", "receipt", "tent"]
 
 USER_TEMPLATES = [
     "Can you remind me what time my flight to {city} leaves on {day}?",
@@ -1088,10 +1043,6 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
 
 
 # -- report -------------------------------------------------------------------------------
-
-
-def goal_line(label: str, value: str, goal: str, ok: str) -> str:
-    return f"  {label:<58} {value:>18}   goal {goal:<12} {ok}"
 
 
 def stats_line(label: str, stats: dict[str, Any]) -> str:

@@ -16,8 +16,12 @@ costs ~0 and what is left of a turn is memory. The data are ``--conversations`` 
 ``MemoryManager.add_turns``, all embedded into tier 3 (``TurnIndexer.drain``) and summarized
 up to their last 5 turns (``SQLStore.add_summary``), as consolidation would have left them.
 
-1. Overhead of a chat turn: ``chain.invoke`` against ``embed_query`` of the same question,
-   alternating request by request (order swapped every request), (a) each measurement
+1. Overhead of a chat turn: ``chain.invoke``, the same chain over a no-op memory and
+   ``embed_query`` of the same question, alternating request by request (order rotated every
+   request). Memory's cost (the goal: retrieval + storage, p95 <= 1.5x one query embedding)
+   is the chat turn minus the no-op chain of the same request, since the LCEL plumbing and
+   the (fake) model are paid by a chat app without memory too; the whole chain's ratio is
+   printed as well. (a) each measurement
    starting with the tier-3 backfill caught up ("settled"), and (b) back to back, as a busy
    server, where the backfill of the previous turn may run during the next measurement.
    Then the breakdown (settled, ``--breakdown-requests``): ``chain.stream`` to its first
@@ -601,27 +605,42 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         embeddings.embed_query(request.question)
         return clock() - t0
 
-    # (a) settled and (b) back to back: chat and embedding alternate, order swapped per request.
+    null_chain = build_chat_chain(NullMemory(), fake_chat_model())  # type: ignore[arg-type]
+
+    def bare(request: Request) -> int:
+        t0 = clock()
+        null_chain.invoke({"input": request.question}, request.config)
+        return clock() - t0
+
+    # (a) settled and (b) back to back: the chat turn, the same chain over a no-op memory and
+    # the embedding alternate, in an order rotated per request. Memory's own cost is the chat
+    # turn minus the no-op chain of the same request (the LCEL plumbing and the fake model,
+    # which a chat app without memory pays too).
     for mode, wait in (("settled", True), ("back_to_back", False)):
         progress(
             f"part 1 ({mode}): chat turn vs embed_query, {settings.requests} requests", started
         )
         requests = make_requests(stack.conversations, settings.requests, rng)
-        chat_ns: list[int] = []
-        embed_ns: list[int] = []
+        samples_ns: dict[str, list[int]] = {"chat": [], "bare": [], "embed": []}
+        measures = (("chat", chat), ("bare", bare), ("embed", embed))
         settle(services)
         gc.collect()
         for i, request in enumerate(requests):
-            order = (chat, embed) if i % 2 == 0 else (embed, chat)
-            for measure in order:
+            shift = i % len(measures)
+            for name, measure in measures[shift:] + measures[:shift]:
                 if wait:
                     settle(services)
-                elapsed = measure(request)
-                (chat_ns if measure is chat else embed_ns).append(elapsed)
+                samples_ns[name].append(measure(request))
+        chat_ns, embed_ns = samples_ns["chat"], samples_ns["embed"]
+        memory_ns = np.asarray(chat_ns) - np.asarray(samples_ns["bare"])
         chat_stats, embed_stats = summarize_ms(chat_ns), summarize_ms(embed_ns)
+        memory_stats = summarize_ms([int(v) for v in memory_ns])
         result[mode] = {
             "chat_ms": chat_stats,
+            "chain_no_memory_ms": summarize_ms(samples_ns["bare"]),
+            "memory_overhead_ms": memory_stats,
             "embed_query_ms": embed_stats,
+            "memory_p95_over_embed_p95": memory_stats["p95"] / embed_stats["p95"],
             "chat_p95_over_embed_p95": chat_stats["p95"] / embed_stats["p95"],
             "chat_p50_over_embed_p50": chat_stats["p50"] / embed_stats["p50"],
             "median_paired_difference_ms": float(
@@ -631,7 +650,6 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
 
     # (c) breakdown, settled, the operations in rotating order.
     progress(f"part 1: breakdown, {settings.breakdown_requests} requests", started)
-    null_chain = build_chat_chain(NullMemory(), fake_chat_model())  # type: ignore[arg-type]
     samples: dict[str, list[int]] = defaultdict(list)
     requests = make_requests(stack.conversations, settings.breakdown_requests, rng)
     pool = ThreadPoolExecutor(max_workers=1)
@@ -666,12 +684,20 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         scratch = f"scratch-{c.conversation_id}"
         turns = [NewTurn("user", request.question), NewTurn("assistant", REPLY)]
         t0 = clock()
-        store.append_turns(scratch, turns, user_id=c.user_id)
+        stored = store.append_turns(scratch, turns, user_id=c.user_id)
         t1 = clock()
-        stack.idle_consolidation.trigger_reason(scratch, c.user_id)
+        consolidation = stack.idle_consolidation
+        consolidation.trigger_reason(scratch, c.user_id, turn_count=stored[-1].turn_number)
         t2 = clock()
+        # As after a chat write: the conversation is in tier 1 (the scratch one is not).
+        meta = manager.buffer.metadata(c.conversation_id)
+        count = meta.turn_count if meta is not None else None
+        t3 = clock()
+        consolidation.trigger_reason(c.conversation_id, c.user_id, turn_count=count)
+        t4 = clock()
         samples["part_append_turns"].append(t1 - t0)
-        samples["part_trigger_check"].append(t2 - t1)
+        samples["part_trigger_check_miss"].append(t2 - t1)
+        samples["part_trigger_check"].append(t4 - t3)
 
     def op_null_chain(request: Request) -> None:
         t0 = clock()
@@ -699,7 +725,7 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         t1 = clock()
         manager.recent_turns(cid, uid)
         t2 = clock()
-        store.get_conversation(cid, user_id=uid)
+        manager.summary(cid, uid)
         t3 = clock()
         vector = embeddings.embed_query(q)
         t4 = clock()
@@ -710,7 +736,7 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         t6 = clock()
         samples["part_keyword_search"].append(t1 - t0)
         samples["part_recent_turns"].append(t2 - t1)
-        samples["part_get_conversation"].append(t3 - t2)
+        samples["part_summary"].append(t3 - t2)
         samples["part_embed_query"].append(t4 - t3)
         samples["part_vector_search"].append(t5 - t4)
         samples["part_facts_search"].append(t6 - t5)
@@ -1109,18 +1135,22 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
         entry = over[mode]
         lines.append(f"  -- {title}")
         lines.append(stats_line("chat turn: chain.invoke", entry["chat_ms"]))
+        lines.append(stats_line("same chain over a no-op memory", entry["chain_no_memory_ms"]))
+        lines.append(
+            stats_line("memory's cost: chat - no-op chain, paired", entry["memory_overhead_ms"])
+        )
         lines.append(stats_line("embed_query alone", entry["embed_query_ms"]))
         lines.append(
-            f"  {'median paired difference chat - embed, ms':<58} "
-            f"{fmt(entry['median_paired_difference_ms']):>18}"
+            goal_line(
+                f"memory's cost p95 / embed_query p95 ({mode.replace('_', ' ')})",
+                f"{entry['memory_p95_over_embed_p95']:.3f}",
+                f"<= {goal:g}",
+                verdict(entry["memory_p95_over_embed_p95"], goal, higher_is_better=False),
+            )
         )
         lines.append(
-            goal_line(
-                f"chat p95 / embed_query p95 ({mode.replace('_', ' ')})",
-                f"{entry['chat_p95_over_embed_p95']:.3f}",
-                f"<= {goal:g}",
-                verdict(entry["chat_p95_over_embed_p95"], goal, higher_is_better=False),
-            )
+            f"  {'chat p95 / embed_query p95 (whole chain, LCEL and fake LLM included)':<70}"
+            f"{entry['chat_p95_over_embed_p95']:>6.3f}"
         )
     breakdown = over["breakdown"]
     lines.append(
@@ -1135,6 +1165,7 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
         ("MemoryManager.add_turns (user + assistant turn)", "add_turns"),
         ("  SQLStore.append_turns alone (nobody woken)", "part_append_turns"),
         ("  consolidation trigger check (listener)", "part_trigger_check"),
+        ("  same, conversation not in tier 1 (reads SQL)", "part_trigger_check_miss"),
         ("fake LLM alone: llm.stream(prompt)", "llm_stream"),
         ("chain over a no-op memory (LCEL + fake LLM)", "chain_no_memory"),
         ("embed_query alone", "embed_query"),
@@ -1144,7 +1175,7 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
         ),
         ("retrieve, step by step: keyword search (FTS5, user)", "part_keyword_search"),
         ("  recent_turns (tier 1)", "part_recent_turns"),
-        ("  get_conversation (SQL)", "part_get_conversation"),
+        ("  summary (tier 1, SQL on a miss)", "part_summary"),
         ("  embed_query", "part_embed_query"),
         ("  EdgeIndex.search (user, top 5)", "part_vector_search"),
         ("  facts search", "part_facts_search"),
@@ -1244,7 +1275,7 @@ def verdicts(result: dict[str, Any]) -> dict[str, str]:
     goal = GOALS["chat_overhead_p95_over_embed_p95"]
     out = {
         f"chat_overhead_{mode}": verdict(
-            result["overhead"][mode]["chat_p95_over_embed_p95"], goal, False
+            result["overhead"][mode]["memory_p95_over_embed_p95"], goal, False
         )
         for mode in ("settled", "back_to_back")
     }

@@ -31,7 +31,7 @@ from langchain_core.runnables.config import run_in_executor
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.summarize import summary_inputs
-from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.buffer import CachedSummary, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import idle_backlog, summarized_through
 from memory_chain.tiers.vectors.tier import Tier3
@@ -119,13 +119,29 @@ class ConsolidationService:
 
     # -- triggers ---------------------------------------------------------------------------
 
-    def trigger_reason(self, conversation_id: str, user_id: str) -> str | None:
-        """Why the conversation should be consolidated now, or ``None``."""
-        through = summarized_through(self.store, conversation_id)
-        info = self.store.get_conversation(conversation_id, user_id=user_id)
-        if info is None or info.turn_count <= through:
+    def trigger_reason(
+        self, conversation_id: str, user_id: str, *, turn_count: int | None = None
+    ) -> str | None:
+        """Why the conversation should be consolidated now, or ``None``.
+
+        Args:
+            conversation_id: The conversation.
+            user_id: Its owner.
+            turn_count: Its number of turns when the caller just stored some; with the
+                summary state cached in tier 1, the check then reads no SQL.
+        """
+        cached_summary = self.buffer.summary(conversation_id, user_id)
+        if turn_count is not None and cached_summary is not None:
+            through = cached_summary.through
+        else:
+            through = summarized_through(self.store, conversation_id)
+            info = self.store.get_conversation(conversation_id, user_id=user_id)
+            if info is None:
+                return None
+            turn_count = info.turn_count
+        if turn_count <= through:
             return None
-        if info.turn_count - through >= self.settings.message_threshold:
+        if turn_count - through >= self.settings.message_threshold:
             return "messages"
         cached = self.buffer.get(conversation_id, user_id) or []
         tokens = sum(turn.token_total for turn in cached if turn.turn_number > through)
@@ -139,7 +155,8 @@ class ConsolidationService:
         if saves:
             self.schedule(conversation_id, user_id, "explicit save", facts=saves)
             return
-        reason = self.trigger_reason(conversation_id, user_id)
+        last = max((turn.turn_number for turn in turns), default=None)
+        reason = self.trigger_reason(conversation_id, user_id, turn_count=last)
         if reason is not None:
             self.schedule(conversation_id, user_id, reason)
 
@@ -206,11 +223,16 @@ class ConsolidationService:
             # still chatting would otherwise be chased turn after turn.
             target = first.turn_count if first else 0
             while True:
+                epoch = self.buffer.summary_epoch
                 info = self.store.get_conversation(conversation_id, user_id=user_id)
                 if info is None:
                     return stored
                 through = summarized_through(self.store, conversation_id)
                 if through >= target:
+                    # Nothing to do here; refresh tier 1's copy (another process may have
+                    # summarized it).
+                    state = CachedSummary(info.summary, through)
+                    self.buffer.set_summary(conversation_id, state, epoch=epoch)
                     break
                 turns = self.store.get_turns(
                     conversation_id,
@@ -250,13 +272,16 @@ class ConsolidationService:
         range_text = self._invoke(summary_inputs(None, turns))
         # Progressive: the running summary so far plus the new turns give the new one.
         new_running = self._invoke(summary_inputs(running, turns)) if running else range_text
-        return self.store.add_summary(
+        stored = self.store.add_summary(
             conversation_id,
             range_text,
             (start, end),
             token_count=self.counter.count(range_text),
             running_summary=new_running,
         )
+        if stored is not None:
+            self.buffer.set_summary(conversation_id, CachedSummary(new_running, end))
+        return stored
 
     def _invoke(self, inputs: dict[str, str]) -> str:
         delay = self.settings.backoff_seconds

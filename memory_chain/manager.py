@@ -36,7 +36,7 @@ from memory_chain.schemas import (
     Turn,
     validate_id,
 )
-from memory_chain.tiers.buffer import TurnBuffer, load_into
+from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import summarized_through
 from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
@@ -258,17 +258,34 @@ class MemoryManager:
         if cached is None:
             # Rebuild what tier 1 held: the unsummarized turns, and at least the last
             # `keep_after_consolidation` (consolidation pruned the rest).
+            epoch = self.buffer.summary_epoch
             info = self.store.get_conversation(conversation_id, user_id=user_id)
             through = summarized_through(self.store, conversation_id) if info else 0
             unsummarized = (info.turn_count if info else 0) - through
             limit = max(unsummarized, self.keep_after_consolidation)
             load_into(self.buffer, self.store, conversation_id, user_id, limit=limit)
+            if info is not None:
+                state = CachedSummary(info.summary, through)
+                self.buffer.set_summary(conversation_id, state, epoch=epoch)
             cached = self.buffer.get(conversation_id, user_id)
         if cached is None:  # evicted at once by a tiny buffer
             cached = self.store.recent_turns(
                 conversation_id, self.buffer.max_turns, user_id=user_id
             )
         return cached
+
+    def summary(self, conversation_id: str, user_id: str) -> CachedSummary:
+        """Tier 2's running summary and how far it reaches (cached in tier 1 when possible)."""
+        cached = self.buffer.summary(conversation_id, user_id)
+        if cached is not None:
+            return cached
+        epoch = self.buffer.summary_epoch
+        info = self.store.get_conversation(conversation_id, user_id=user_id)
+        if info is None:
+            return CachedSummary(None, 0)
+        state = CachedSummary(info.summary, summarized_through(self.store, conversation_id))
+        self.buffer.set_summary(conversation_id, state, epoch=epoch)
+        return state
 
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         """Build the memory context of one request.
@@ -286,13 +303,13 @@ class MemoryManager:
             limit=settings.keyword_k,
         )  # fmt: skip
         recent = self.recent_turns(conversation_id, user_id)
-        info = self.store.get_conversation(conversation_id, user_id=user_id)
+        summary = self.summary(conversation_id, user_id).text
         lists, degraded = self._gather(user_id, scoped, query, keyword)
         exclude = {_turn_key(conversation_id, turn.turn_number) for turn in recent}
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
-            summary=info.summary if info else None,
+            summary=summary,
             recent=tuple(recent),
             items=tuple(fuse(lists, exclude=exclude, limit=settings.max_items)),
             degraded=tuple(degraded),
@@ -405,10 +422,10 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Summary of the conversation so far, then its recent turns."""
         recent = self.manager.recent_turns(self.conversation_id, self.user_id)
-        info = self.manager.store.get_conversation(self.conversation_id, user_id=self.user_id)
+        summary = self.manager.summary(self.conversation_id, self.user_id).text
         messages: list[BaseMessage] = []
-        if info is not None and info.summary:
-            messages.append(SystemMessage(f"Summary of the conversation so far: {info.summary}"))
+        if summary:
+            messages.append(SystemMessage(f"Summary of the conversation so far: {summary}"))
         messages.extend(to_message(turn) for turn in recent)
         return messages
 

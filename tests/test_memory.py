@@ -327,6 +327,95 @@ def test_no_prune_when_the_summary_cannot_be_stored(memory: Any, monkeypatch: An
     assert len(manager.buffer.get("trip", "ana")) == 10
 
 
+# -- tier-1 cache of the summary state -------------------------------------------------------------
+
+
+@pytest.fixture
+def sql_reads(memory: Any, monkeypatch: Any) -> dict[str, int]:
+    """Counts reads of the conversation row and of the summarized range."""
+    import memory_chain.consolidation as consolidation_module
+    import memory_chain.manager as manager_module
+
+    manager = memory[0]
+    counts = {"get_conversation": 0, "summarized_through": 0}
+    real_get = manager.store.get_conversation
+    real_through = manager_module.summarized_through
+
+    def get_conversation(*args: Any, **kwargs: Any) -> Any:
+        counts["get_conversation"] += 1
+        return real_get(*args, **kwargs)
+
+    def through(*args: Any, **kwargs: Any) -> int:
+        counts["summarized_through"] += 1
+        return real_through(*args, **kwargs)
+
+    monkeypatch.setattr(manager.store, "get_conversation", get_conversation)
+    monkeypatch.setattr(manager_module, "summarized_through", through)
+    monkeypatch.setattr(consolidation_module, "summarized_through", through)
+    return counts
+
+
+def test_cached_conversation_is_served_without_summary_reads(
+    memory: Any, sql_reads: dict[str, int]
+) -> None:
+    manager, service, _ = memory
+    chat(manager, "trip", "ana", "we fly to Lisbon", "hotel near the river")
+    manager.buffer.clear()  # as after a restart: the next read fills tier 1 from SQL
+    assert manager.retrieve("trip", "ana", "where do we fly?").summary is None
+    filled = dict(sql_reads)
+    assert filled["get_conversation"] >= 1
+    # Cached now: requests and the trigger checks after writes read neither.
+    chat(manager, "trip", "ana", "a", "b")  # 8 messages: below the trigger
+    context = manager.retrieve("trip", "ana", "where do we fly?")
+    assert sql_reads == filled
+    assert [t.turn_number for t in context.recent] == list(range(1, 9))
+    chat(manager, "trip", "ana", "c")  # 10 messages: consolidation runs
+    wait_idle(service)
+    (stored,) = manager.store.get_summaries("trip")
+    after_consolidation = dict(sql_reads)
+    context = manager.retrieve("trip", "ana", "where do we fly?")
+    assert sql_reads == after_consolidation
+    # The running summary consolidation stored reaches the next request at once.
+    assert context.summary == manager.store.get_conversation("trip", user_id="ana").summary
+    assert context.summary == stored.summary_text
+    assert manager.buffer.summary("trip", "ana") is not None
+    assert manager.buffer.summary("trip", "ana").through == 10  # type: ignore[union-attr]
+
+
+def test_summary_fill_older_than_a_write_is_not_cached(memory: Any) -> None:
+    from memory_chain.tiers.buffer import CachedSummary
+
+    manager, _, _ = memory
+    chat(manager, "trip", "ana", "hello")
+    buffer = manager.buffer
+    epoch = buffer.summary_epoch  # a reader starts its SQL read here ...
+    buffer.set_summary("trip", CachedSummary("new summary", 2))  # ... consolidation stores
+    buffer.set_summary("trip", CachedSummary(None, 0), epoch=epoch)  # ... the stale fill
+    assert buffer.summary("trip", "ana") == CachedSummary("new summary", 2)
+    # A fill that started after the write is kept.
+    buffer.invalidate("trip")
+    manager.recent_turns("trip", "ana")
+    assert buffer.summary("trip", "ana") is None or buffer.summary("trip", "ana").through == 0
+    fresh = buffer.summary_epoch
+    buffer.set_summary("trip", CachedSummary("from SQL", 2), epoch=fresh)
+    assert buffer.summary("trip", "ana") == CachedSummary("from SQL", 2)
+
+
+def test_summary_stored_by_another_replica_is_picked_up_on_consolidation(memory: Any) -> None:
+    manager, service, summarizer = memory
+    for i in range(3):
+        manager.store.append_turns("trip", [NewTurn("user", f"m{i}")], user_id="ana")
+    assert manager.retrieve("trip", "ana", "m0").summary is None  # tier 1 caches "none yet"
+    other = ConsolidationService(manager.store, TurnBuffer(), summarizer)  # another replica
+    assert other.consolidate("trip", "ana") is not None
+    # This replica runs its own consolidation (a trigger): nothing is left to summarize,
+    # and its cached copy is refreshed from SQL.
+    assert service.consolidate("trip", "ana") is None
+    expected = manager.store.get_conversation("trip", user_id="ana").summary
+    assert expected
+    assert manager.retrieve("trip", "ana", "m0").summary == expected
+
+
 # -- composed history and chat chain -------------------------------------------------------------
 
 

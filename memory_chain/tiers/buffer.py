@@ -7,7 +7,10 @@ every new turn through to SQL before caching it, so losing the buffer (a restart
 loses nothing.
 
 Reads return ready-made LangChain messages (built once, when a turn enters the buffer), which
-keeps a read to a dictionary lookup and a list copy.
+keeps a read to a dictionary lookup and a list copy. An entry may also cache the conversation's
+tier-2 summary state (:class:`CachedSummary`: the running summary and the last summarized
+turn), so that a request on a cached conversation reads no SQL at all; consolidation updates it
+when it stores a summary.
 
 Example:
     >>> from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
@@ -45,12 +48,26 @@ from memory_chain.schemas import (
 from memory_chain.tokens import TokenCounter
 
 
+@dataclass(frozen=True, slots=True)
+class CachedSummary:
+    """A conversation's tier-2 summary state, cached in tier 1.
+
+    Attributes:
+        text: The running summary (``None`` before the first consolidation).
+        through: The last turn a stored summary covers (0 when none).
+    """
+
+    text: str | None
+    through: int
+
+
 @dataclass(slots=True)
 class _Entry:
     user_id: str
     turns: deque[Turn]
     messages: deque[BaseMessage]
     metadata: ConversationMetadata
+    summary: CachedSummary | None = None
 
 
 class TurnBuffer:
@@ -68,6 +85,9 @@ class TurnBuffer:
         self.max_conversations = max_conversations
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        # Bumped by every authoritative summary write; a fill read from SQL before a bump
+        # may be stale and is not cached (see set_summary).
+        self._summary_epoch = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -109,6 +129,40 @@ class TurnBuffer:
                 meta.created_at, meta.last_updated, meta.turn_count, meta.total_tokens
             )
 
+    def summary(self, conversation_id: str, user_id: str | None = None) -> CachedSummary | None:
+        """The cached summary state, or ``None`` if the conversation or its state is not cached."""
+        with self._lock:
+            entry = self._touch(conversation_id, user_id)
+            return entry.summary if entry is not None else None
+
+    @property
+    def summary_epoch(self) -> int:
+        """Take this before reading a summary from SQL; pass it to :meth:`set_summary`."""
+        return self._summary_epoch
+
+    def set_summary(
+        self, conversation_id: str, summary: CachedSummary, *, epoch: int | None = None
+    ) -> None:
+        """Cache a conversation's summary state (kept only while the conversation is cached).
+
+        Args:
+            conversation_id: The conversation.
+            summary: Its state.
+            epoch: ``None`` for an authoritative write (this process just stored the summary);
+                for a fill read from SQL, :attr:`summary_epoch` taken before the read: the fill
+                is dropped if a summary was written since, as it may be older.
+        """
+        with self._lock:
+            if epoch is None:
+                self._summary_epoch += 1
+            elif epoch != self._summary_epoch:
+                return
+            entry = self._entries.get(conversation_id)
+            if entry is not None and (
+                entry.summary is None or entry.summary.through <= summary.through
+            ):
+                entry.summary = summary
+
     def put(
         self,
         conversation_id: str,
@@ -129,6 +183,8 @@ class TurnBuffer:
             current = self._entries.get(conversation_id)
             # A load racing a write must not replace newer cached turns with older ones.
             if current is None or current.metadata.turn_count <= metadata.turn_count:
+                if current is not None:
+                    entry.summary = current.summary
                 self._entries[conversation_id] = entry
             self._entries.move_to_end(conversation_id)
             self._evict()
@@ -161,6 +217,7 @@ class TurnBuffer:
                     turns=deque(maxlen=self.max_turns),
                     messages=deque(maxlen=self.max_turns),
                     metadata=ConversationMetadata(created_at=first, last_updated=first),
+                    summary=CachedSummary(None, 0),  # a new conversation has no summary yet
                 )
                 self._entries[conversation_id] = entry
             last = entry.metadata.turn_count

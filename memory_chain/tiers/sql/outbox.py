@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING
 
-from sqlalchemy import TIMESTAMP, Connection, delete, exists, func, insert, literal, select
+from sqlalchemy import (
+    TIMESTAMP,
+    Connection,
+    Executable,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+)
 
 from memory_chain.schemas import Turn, utcnow
 from memory_chain.tiers.sql.models import conversations, outbox, turns
@@ -30,13 +41,25 @@ class PendingTurn:
     turn: Turn
 
 
+@cache
+def _enqueue_statement() -> Executable:
+    # Built once, with bind parameters: it runs in every write transaction.
+    chosen = select(turns.c.id, bindparam("enqueued_at", type_=TIMESTAMP)).where(
+        turns.c.conversation_id == bindparam("cid"),
+        turns.c.turn_number.between(bindparam("first"), bindparam("last")),
+    )
+    return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
+
+
 def enqueue_range(conn: Connection, conversation_id: str, first: int, last: int) -> None:
     """Queue turns ``first..last`` of a conversation (inside the caller's transaction)."""
-    chosen = select(turns.c.id, literal(naive_utc(utcnow()), TIMESTAMP)).where(
-        turns.c.conversation_id == conversation_id,
-        turns.c.turn_number.between(first, last),
-    )
-    conn.execute(insert(outbox).from_select(["turn_id", "enqueued_at"], chosen))
+    parameters = {
+        "cid": conversation_id,
+        "first": first,
+        "last": last,
+        "enqueued_at": naive_utc(utcnow()),
+    }
+    conn.execute(_enqueue_statement(), parameters)
 
 
 class EmbeddingOutbox:

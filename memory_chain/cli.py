@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
+import click
 import typer
 
 from memory_chain.config import MemorySettings
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
 
@@ -103,3 +108,242 @@ def stats() -> None:
             for table in (conversations, turns, summaries)
         }
     typer.echo(json.dumps({"database": engine.url.render_as_string(), **counts}, indent=2))
+
+
+def _stderr_bar() -> Progress:
+    """A progress bar on standard error (standard output may be carrying data)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+
+
+def _fail(error: Exception) -> NoReturn:
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command("export")
+def export_(
+    out: Annotated[
+        str,
+        typer.Argument(
+            metavar="OUT.jsonl|-", help="JSON Lines file to write, or - for standard output."
+        ),
+    ] = "-",
+    user: Annotated[str | None, typer.Option(help="Only this user's conversations.")] = None,
+    conversation: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
+) -> None:
+    """Export conversations (turns, summaries, metadata) as JSON Lines (see docs/cli.md)."""
+    from memory_chain.errors import MemoryChainError
+    from memory_chain.tiers.sql import check_schema, create_sql_engine
+    from memory_chain.transfer import atomic_text_file, export_jsonl
+
+    engine = create_sql_engine(_settings().sql_url)
+    try:
+        check_schema(engine)
+        output = (
+            click.open_file("-", "w", encoding="utf-8")
+            if out == "-"
+            else atomic_text_file(Path(out))
+        )
+        with output as stream, _stderr_bar() as bar:
+            task = bar.add_task("exporting conversations", total=None)
+            report = export_jsonl(
+                engine,
+                stream,
+                user_id=user,
+                conversation_id=conversation,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+            stream.flush()
+    except (MemoryChainError, OSError) as exc:
+        _fail(exc)
+    finally:
+        engine.dispose()
+    where = "standard output" if out == "-" else out
+    typer.echo(
+        f"exported {report.conversations} conversations ({report.turns} turns, "
+        f"{report.summaries} summaries) to {where}",
+        err=True,
+    )
+
+
+@app.command("import")
+def import_(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="IN.jsonl",
+            help="JSON Lines file written by `memory-chain export`.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ],
+    on_conflict: Annotated[
+        Literal["fail", "skip"],
+        typer.Option(help="A conversation id already stored: fail (import nothing) or skip it."),
+    ] = "fail",
+) -> None:
+    """Import conversations from JSON Lines, exactly as exported, and embed them into tier 3."""
+    from memory_chain.errors import MemoryChainError, VectorStoreError
+    from memory_chain.services import open_services
+    from memory_chain.transfer import import_jsonl
+
+    settings = _settings()
+    services = open_services(settings)
+    try:
+        with _stderr_bar() as bar:
+            task = bar.add_task(f"checking {source.name}", total=None)
+            report = import_jsonl(
+                services.store,
+                source,
+                max_chars=settings.max_message_chars,
+                on_conflict=on_conflict,
+                progress=lambda done, total: bar.update(
+                    task, description="importing conversations", completed=done, total=total
+                ),
+            )
+        typer.echo(
+            f"imported {report.conversations} conversations ({report.turns} turns, "
+            f"{report.summaries} summaries), skipped {report.skipped} already stored"
+        )
+        if services.vectors is not None:
+            worker = services.vectors.worker
+            if worker is not None and not worker.index_open:  # open_services could not open it
+                raise VectorStoreError(worker.last_error or "the vector index is not open")
+            with _stderr_bar() as bar:
+                task = bar.add_task("embedding turns into tier 3", total=None)
+                embedded = services.vectors.indexer.drain(
+                    progress=lambda done, total: bar.update(task, completed=done, total=total)
+                )
+            typer.echo(f"embedded {embedded} turns into {services.vectors.backend}")
+    except VectorStoreError as exc:
+        typer.echo(
+            f"warning: tier 3 is unavailable ({exc}); the imported turns stay queued: run "
+            "`memory-chain reindex` later (a running server embeds them too)",
+            err=True,
+        )
+    except MemoryChainError as exc:
+        _fail(exc)
+    finally:
+        services.close()
+
+
+@app.command()
+def consolidate(
+    conversation: Annotated[str | None, typer.Option(help="The conversation.")] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Owner of --conversation (default: default_user_id); with --all, "
+            "only this user's conversations."
+        ),
+    ] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Every conversation with unsummarized turns.")
+    ] = False,
+) -> None:
+    """Summarize unsummarized turns now with the configured LLM; print the new summaries."""
+    from memory_chain.errors import ConversationNotFoundError, MemoryChainError
+    from memory_chain.services import open_services
+    from memory_chain.tiers.sql.progress import summarized_through
+
+    if (conversation is None) == (not all_):
+        raise typer.BadParameter("give --conversation ID (and --user) or --all")
+    settings = _settings()
+    services = open_services(settings, llm=True)
+    try:
+        store, consolidation = services.store, services.consolidation
+        if services.models is None or consolidation is None:
+            raise typer.BadParameter("the LLM was not opened")
+        if services.models.provider == "unavailable":
+            _fail(RuntimeError(services.models.detail))
+        if conversation is not None:
+            owner = user or settings.default_user_id
+            if store.get_conversation(conversation, user_id=owner) is None:
+                raise ConversationNotFoundError(conversation)
+            targets = [(conversation, owner)]
+        else:
+            everything = store.list_conversations(user_id=user, limit=2**62)  # no paging
+            targets = [
+                (info.conversation_id, info.user_id or settings.default_user_id)
+                for info in everything
+                if info.status != "deleted"
+            ]
+        written = 0
+        for cid, owner in targets:
+            before = summarized_through(store, cid)
+            consolidation.consolidate(cid, owner)
+            for summary in store.get_summaries(cid, user_id=owner):
+                if summary.turn_range_start > before:
+                    written += 1
+                    typer.echo(
+                        f"{cid} ({owner}) turns {summary.turn_range_start}-"
+                        f"{summary.turn_range_end}: {summary.summary_text}"
+                    )
+        typer.echo(f"{written} summaries written ({len(targets)} conversations checked)")
+    except MemoryChainError as exc:
+        _fail(exc)
+    finally:
+        services.close()
+
+
+eval_app = typer.Typer(help="Measure memory quality.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("locomo")
+def eval_locomo(
+    path: Annotated[Path, typer.Argument(help="A LoCoMo-format JSON file (e.g. locomo10.json).")],
+    k: Annotated[str, typer.Option(help="Cut-offs, comma-separated.")] = "1,5,10,20",
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="Retrieval mode: hybrid (default), dense or keyword; repeatable."),
+    ] = None,
+    conversations: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N conversations.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Recall@k of memory retrieval on LoCoMo questions (in a temporary store)."""
+    from memory_chain.errors import InvalidInputError
+    from memory_chain.eval.locomo import evaluate_locomo
+    from memory_chain.eval.report import format_report
+
+    try:
+        ks = tuple(int(value) for value in k.split(",") if value.strip())
+    except ValueError:
+        _fail(ValueError(f"--k takes comma-separated integers, got {k!r}"))
+    modes = mode or ["hybrid"]
+    unknown = sorted(set(modes) - {"hybrid", "dense", "keyword"})
+    if unknown or not ks or min(ks) < 1:
+        _fail(
+            ValueError(
+                f"--mode takes hybrid, dense or keyword and --k positive integers: {unknown or k}"
+            )
+        )
+    settings = _settings()
+    with _stderr_bar() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        try:
+            report = evaluate_locomo(
+                path, ks=ks, modes=modes, settings=settings,  # type: ignore[arg-type]
+                max_conversations=conversations, progress=progress,
+            )  # fmt: skip
+        except InvalidInputError as exc:
+            _fail(exc)
+    typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))

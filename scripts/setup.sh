@@ -47,6 +47,13 @@ if [[ $WITH_TEST -eq 1 ]]; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
             || { log "cannot install chromium: install it by hand"; exit 1; }
     fi
+    # docker-compose.yml is validated with Debian's docker-compose (no Docker engine needed).
+    if ! command -v docker-compose >/dev/null 2>&1; then
+        log "installing docker-compose (Debian package) for the compose file test"
+        as_root apt-get update -qq || true
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null \
+            || { log "cannot install docker-compose: install it by hand"; exit 1; }
+    fi
     if ! command -v npm >/dev/null 2>&1; then
         log "npm not found: install Node.js >= 20 for the playground test"; exit 1
     fi

@@ -113,7 +113,69 @@ def test_sqlite_full_text_index_follows_inserts_and_deletes(tmp_path: Path) -> N
     assert fts_count("conversation_turns_fts", f'scope:"c{b"c1".hex()}" AND zebra') == 1
     assert fts_count("conversation_turns_fts", f'scope:"u{b"u2".hex()}" AND zebra') == 1
     assert store.delete_conversation("c1")
-    # The contentless index dropped the rows (wrong delete values would leave them behind).
+    # The index dropped the rows (deleted by rowid: nothing stale is left behind).
     assert fts_count("conversation_turns_fts", "body:zebra") == 1
     assert fts_count("conversation_summaries_fts", "body:zebra") == 0
+    engine.dispose()
+
+
+def _turn_matches(path: Path, match: str) -> list[int]:
+    with sqlite3.connect(path) as conn:
+        query = "SELECT rowid FROM conversation_turns_fts WHERE conversation_turns_fts MATCH ?"
+        return sorted(int(row[0]) for row in conn.execute(query, (match,)))
+
+
+def test_turns_are_found_by_the_previous_turns_words(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.schemas import NewTurn
+    from memory_chain.tiers.sql import SQLStore
+
+    path = tmp_path / "memory.db"
+    engine = create_sql_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    store = SQLStore(engine)
+    store.append_turns(
+        "trip",
+        [NewTurn("user", "What are your plans for the summer?"), NewTurn("assistant", "Hiking.")],
+        user_id="ana",
+    )
+    store.append_turns("trip", [NewTurn("user", "Nice, where?")], user_id="ana")
+    hits = store.search("summer plans", user_id="ana", limit=5)
+    # The question first (its own words weigh double), then the answer found by its context.
+    assert [h.turn_number for h in hits if h.kind == "turn"] == [1, 2]
+    assert _turn_matches(path, "context:hiking") == [3]  # across append_turns calls
+    # Editing a turn re-indexes it and the context of the next one.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE conversation_turns SET content = 'Sailing.' WHERE id = 2"))
+    assert _turn_matches(path, "context:hiking") == []
+    assert _turn_matches(path, "context:sailing") == [3]
+    assert _turn_matches(path, "body:sailing") == [2]
+    assert store.delete_conversation("trip", user_id="ana")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM conversation_turns_fts").fetchone() == (0,)
+    engine.dispose()
+
+
+def test_context_migration_indexes_existing_turns_and_downgrades(tmp_path: Path) -> None:
+    from memory_chain.schemas import NewTurn
+    from memory_chain.tiers.sql import SQLStore
+
+    path = tmp_path / "memory.db"
+    engine = create_sql_engine(f"sqlite:///{path}")
+    upgrade(engine, "0002")
+    store = SQLStore(engine)
+    store.append_turns(
+        "trip", [NewTurn("user", "Any plans?"), NewTurn("assistant", "Kayaking.")], user_id="ana"
+    )
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    assert _turn_matches(path, "context:plans") == [2]
+    assert _turn_matches(path, "body:kayaking") == [2]
+    downgrade(engine, "0002")
+    assert _turn_matches(path, "body:kayaking") == [2]
+    store.append_turns("trip", [NewTurn("user", "Kayaking where?")], user_id="ana")
+    assert _turn_matches(path, "body:kayaking") == [2, 3]
+    assert store.delete_conversation("trip", user_id="ana")
+    assert _turn_matches(path, "body:kayaking") == []
     engine.dispose()

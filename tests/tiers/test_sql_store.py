@@ -198,7 +198,11 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     hits = store.search("What did we discuss about FastAPI?", user_id="u", conversation_id="c1")
     turn_hits = [h for h in hits if h.kind == "turn"]
     summary_hits = [h for h in hits if h.kind == "summary"]
-    assert {h.turn_number for h in turn_hits} == {1, 2}
+    assert {h.turn_number for h in turn_hits[:2]} == {1, 2}
+    # On SQLite a turn is also found, ranked lower, by its previous turn's words (turn 3
+    # follows the answer about FastAPI; migration 0003).
+    expected_tail = [3] if store.engine.dialect.name == "sqlite" else []
+    assert [h.turn_number for h in turn_hits[2:]] == expected_tail
     assert all(h.conversation_id == "c1" for h in hits)
     assert [h.turn_range for h in summary_hits] == [(1, 3)]
     assert all(a.score >= b.score for a, b in itertools.pairwise(turn_hits))
@@ -208,9 +212,10 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
         ("c1", 1),
         ("c1", 2),
         ("c2", 1),
-    }
+    } | ({("c1", 3)} if expected_tail else set())
     # Stemming: "frameworks" finds "framework" (FTS5 porter / PostgreSQL english).
-    assert [h.turn_number for h in store.search("frameworks", user_id="u", kinds=("turn",))] == [2]
+    framework = store.search("frameworks", user_id="u", kinds=("turn",))
+    assert [h.turn_number for h in framework] == [2, *expected_tail]
     assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
 
 

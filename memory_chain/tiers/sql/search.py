@@ -103,7 +103,11 @@ def _sqlite_fts(
     conversation_id: str | None,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, columns = _SOURCES[kind]
-    match = "body : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
+    # Turns are also found by their previous turn's words (migration 0003), at half weight.
+    columns_searched, weights = (
+        ("{body context}", "2.0, 0.0, 1.0") if kind == "turn" else ("body", "1.0, 0.0")
+    )
+    match = f"{columns_searched} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
     # The scope tokens narrow the search inside the index; the SQL conditions in `scope` stay
     # the authority on what a caller may see.
     for token in scope_tokens(user_id, conversation_id):
@@ -113,7 +117,7 @@ def _sqlite_fts(
     # the stranger's rows (the result is then short, never wrong).
     sql = (
         f"SELECT {columns}, m.score FROM ("
-        f"SELECT rowid, -bm25({table}_fts, 1.0, 0.0) AS score FROM {table}_fts "
+        f"SELECT rowid, -bm25({table}_fts, {weights}) AS score FROM {table}_fts "
         f"WHERE {table}_fts MATCH :match ORDER BY score DESC LIMIT :limit) m "
         f"JOIN {table} t ON t.id = m.rowid "
         "JOIN conversations c ON c.conversation_id = t.conversation_id "

@@ -1,0 +1,1 @@
+"""Evaluations of memory quality (LoCoMo retrieval recall)."""

@@ -1,0 +1,273 @@
+"""LoCoMo retrieval recall: how many of the turns that answer a question memory finds.
+
+Each conversation of a LoCoMo-format file is written into a fresh temporary store through
+the normal write path (:meth:`MemoryManager.add_turns`, one call per session, the first
+speaker as ``user`` and the second as ``assistant``, ``"<speaker>: <text>"`` as content and
+the session's date as timestamp), tier 3 is filled by the usual indexer, and every
+non-adversarial question is asked through :meth:`MemoryManager.search` restricted to its
+conversation: the retrieval the chat uses, in the chosen mode. Recall@k of a question is the
+fraction of its evidence turns among the first k results; the figures are means over
+questions, in percent, overall and per category.
+
+Example:
+    >>> report = evaluate_locomo("locomo10.json", ks=(1, 5, 10))  # doctest: +SKIP
+    >>> report.results["hybrid"].recall[10]
+    71.3
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+from memory_chain.config import MemorySettings
+from memory_chain.eval.locomo_data import (
+    CATEGORIES,
+    EVALUATED_CATEGORIES,
+    EvidenceRepairs,
+    LocomoSample,
+    load_locomo,
+)
+from memory_chain.manager import MemoryManager, RetrievalMode
+from memory_chain.schemas import NewTurn
+from memory_chain.services import open_services
+
+#: Called with (stage, done, total) while ingesting, embedding and asking.
+EvalProgress = Callable[[str, int, int], None]
+
+DEFAULT_KS = (1, 5, 10, 20)
+EVAL_USER = "locomo"
+
+
+@dataclass
+class RecallTable:
+    """Recall of one retrieval mode.
+
+    Attributes:
+        recall: k → mean recall over every evaluated question, in percent.
+        per_category: category name → k → mean recall, in percent.
+        questions: category name → questions asked (``"overall"`` too).
+        latency_ms: Per-question retrieval time: ``p50``, ``p95`` and ``max``.
+    """
+
+    recall: dict[int, float]
+    per_category: dict[str, dict[int, float]]
+    questions: dict[str, int]
+    latency_ms: dict[str, float]
+
+
+@dataclass
+class LocomoReport:
+    """What :func:`evaluate_locomo` measured."""
+
+    path: str
+    ks: tuple[int, ...]
+    conversations: int
+    turns: int
+    repairs: EvidenceRepairs
+    results: dict[str, RecallTable] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary; ``recall`` maps k to the default mode's overall figure."""
+        first = next(iter(self.results.values()), None)
+        return {
+            "path": self.path,
+            "recall": {str(k): v for k, v in first.recall.items()} if first else {},
+            "modes": {
+                mode: {
+                    "recall": {str(k): v for k, v in table.recall.items()},
+                    "per_category": {
+                        name: {str(k): v for k, v in row.items()}
+                        for name, row in table.per_category.items()
+                    },
+                    "questions": table.questions,
+                    "latency_ms": table.latency_ms,
+                }
+                for mode, table in self.results.items()
+            },
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "evidence_repaired": self.repairs.repaired,
+            "evidence_skipped": self.repairs.skipped,
+            "questions_without_evidence": self.repairs.questions_without_evidence,
+            "seconds": self.seconds,
+        }
+
+
+def _recall(found: Sequence[int], evidence: set[int], k: int) -> float:
+    return len(evidence.intersection(found[:k])) / len(evidence)
+
+
+def _ingest(manager: MemoryManager, sample: LocomoSample) -> dict[str, int]:
+    """Store a sample's turns session by session; returns dia_id → turn number."""
+    roles = {sample.speakers[0]: "user", sample.speakers[1]: "assistant"}
+    numbers: dict[str, int] = {}
+    for _, session in groupby(sample.turns, key=lambda turn: turn.dia_id.split(":")[0]):
+        turns = list(session)
+        stored = manager.add_turns(
+            sample.sample_id,
+            EVAL_USER,
+            [
+                NewTurn(roles.get(turn.speaker, "user"), turn.content, timestamp=turn.timestamp)  # type: ignore[arg-type]
+                for turn in turns
+            ],
+        )
+        numbers.update(
+            {turn.dia_id: row.turn_number for turn, row in zip(turns, stored, strict=True)}
+        )
+    return numbers
+
+
+def _table(
+    scores: dict[str, list[dict[int, float]]], latencies: list[float], ks: Sequence[int]
+) -> RecallTable:
+    every = [row for rows in scores.values() for row in rows]
+
+    def mean(rows: list[dict[int, float]]) -> dict[int, float]:
+        return {k: round(100 * statistics.fmean(row[k] for row in rows), 1) for k in ks}
+
+    ordered = sorted(latencies)
+    return RecallTable(
+        recall=mean(every) if every else dict.fromkeys(ks, 0.0),
+        per_category={
+            CATEGORIES[c]: mean(scores[CATEGORIES[c]])
+            for c in EVALUATED_CATEGORIES
+            if scores.get(CATEGORIES[c])
+        },
+        questions={"overall": len(every)}
+        | {name: len(rows) for name, rows in scores.items() if rows},
+        latency_ms={
+            "p50": round(statistics.median(ordered), 2) if ordered else 0.0,
+            "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 2) if ordered else 0.0,
+            "max": round(ordered[-1], 2) if ordered else 0.0,
+        },
+    )
+
+
+def evaluate_locomo(
+    path: str | Path,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    modes: Sequence[RetrievalMode] = ("hybrid",),
+    settings: MemorySettings | None = None,
+    max_conversations: int | None = None,
+    max_questions: int | None = None,
+    progress: EvalProgress | None = None,
+) -> LocomoReport:
+    """Measure Recall@k of memory retrieval on a LoCoMo-format file.
+
+    Args:
+        path: The file.
+        ks: Cut-offs.
+        modes: Retrieval modes to measure (the first is the report's headline).
+        settings: Embedding and tier-3 settings to use; the stores always go to a fresh
+            temporary folder (and an embedded vector index), never to ``settings.data_dir``.
+        max_conversations: Evaluate only the first conversations (a CI slice).
+        max_questions: Ask at most this many questions per conversation.
+        progress: Told of each stage's progress.
+
+    Returns:
+        The report.
+    """
+    ks = tuple(sorted(set(ks)))
+    if not ks or ks[0] < 1:
+        raise ValueError("k values must be positive integers")
+    started = time.perf_counter()
+    samples, repairs = load_locomo(path)
+    samples = samples[:max_conversations] if max_conversations else samples
+    report = LocomoReport(
+        path=str(path),
+        ks=ks,
+        conversations=len(samples),
+        turns=sum(len(sample.turns) for sample in samples),
+        repairs=repairs,
+    )
+    notify = progress or (lambda _stage, _done, _total: None)
+    base = settings or MemorySettings()
+    with tempfile.TemporaryDirectory(prefix="memory-chain-eval-") as folder:
+        scratch = base.model_copy(
+            update={
+                "data_dir": Path(folder),
+                "database_url": None,
+                "sqlite_database_path": None,
+                "qdrant_url": None,
+                "qdrant_host": None,
+                "memory_tier3_enabled": True,
+            }
+        )
+        services = open_services(scratch)
+        try:
+            manager = services.manager
+            numbers: dict[str, dict[str, int]] = {}
+            for done, sample in enumerate(samples, start=1):
+                numbers[sample.sample_id] = _ingest(manager, sample)
+                notify("storing turns", done, len(samples))
+            report.seconds["store"] = round(time.perf_counter() - started, 2)
+            tier3 = services.vectors
+            assert tier3 is not None
+            embed_start = time.perf_counter()
+            tier3.indexer.drain(progress=lambda done, total: notify("embedding", done, total))
+            report.seconds["embed"] = round(time.perf_counter() - embed_start, 2)
+            for mode in modes:
+                ask_start = time.perf_counter()
+                report.results[mode] = _ask(
+                    manager,
+                    samples,
+                    numbers,
+                    ks,
+                    mode=mode,
+                    max_questions=max_questions,
+                    notify=notify,
+                )
+                report.seconds[f"ask_{mode}"] = round(time.perf_counter() - ask_start, 2)
+        finally:
+            services.close()
+    report.seconds["total"] = round(time.perf_counter() - started, 2)
+    return report
+
+
+def _ask(
+    manager: MemoryManager,
+    samples: Sequence[LocomoSample],
+    numbers: dict[str, dict[str, int]],
+    ks: Sequence[int],
+    *,
+    mode: RetrievalMode,
+    max_questions: int | None,
+    notify: EvalProgress,
+) -> RecallTable:
+    saved = manager.retrieval
+    manager.retrieval = replace(saved, mode=mode, scope="conversation")
+    scores: dict[str, list[dict[int, float]]] = defaultdict(list)
+    latencies: list[float] = []
+    total = sum(len(s.questions[:max_questions] if max_questions else s.questions) for s in samples)
+    asked = 0
+    try:
+        for sample in samples:
+            questions = sample.questions[:max_questions] if max_questions else sample.questions
+            for question in questions:
+                evidence = {numbers[sample.sample_id][dia] for dia in question.evidence}
+                t0 = time.perf_counter()
+                context = manager.search(sample.sample_id, EVAL_USER, question.question, k=max(ks))
+                latencies.append((time.perf_counter() - t0) * 1000)
+                found = [
+                    item.turn_number
+                    for item in context.items
+                    if item.kind == "turn" and item.turn_number is not None
+                ]
+                scores[CATEGORIES[question.category]].append(
+                    {k: _recall(found, evidence, k) for k in ks}
+                )
+                asked += 1
+                notify(f"asking ({mode})", asked, total)
+    finally:
+        manager.retrieval = saved
+    return _table(scores, latencies, ks)

@@ -1,0 +1,38 @@
+"""Plain-text tables of a LoCoMo evaluation (the ``memory-chain eval locomo`` output)."""
+
+from __future__ import annotations
+
+from memory_chain.eval.locomo import LocomoReport
+
+
+def format_report(report: LocomoReport) -> str:
+    """Recall@k per mode, overall and per category, then latency, repairs and timings."""
+    ks = report.ks
+    header = f"  {'mode / category':<24}{'questions':>10}" + "".join(f"{f'R@{k}':>8}" for k in ks)
+    lines = [
+        f"LoCoMo retrieval recall: {report.path}",
+        f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
+        f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
+        f"evidence {report.repairs.questions_without_evidence}",
+        header,
+    ]
+    for mode, table in report.results.items():
+        lines.append(
+            f"  {mode:<24}{table.questions['overall']:>10}"
+            + "".join(f"{table.recall[k]:>8.1f}" for k in ks)
+        )
+        for category, row in table.per_category.items():
+            lines.append(
+                f"    {category:<22}{table.questions[category]:>10}"
+                + "".join(f"{row[k]:>8.1f}" for k in ks)
+            )
+    lines.append("  per-question retrieval, ms:")
+    for mode, table in report.results.items():
+        latency = table.latency_ms
+        lines.append(
+            f"    {mode:<22} p50 {latency['p50']:.2f}  p95 {latency['p95']:.2f}  "
+            f"max {latency['max']:.2f}"
+        )
+    timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.seconds.items())
+    lines.append(f"  time: {timings}")
+    return "\n".join(lines)

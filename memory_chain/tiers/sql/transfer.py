@@ -1,0 +1,333 @@
+"""Whole conversations in and out of tier 2, exactly as stored (export and import).
+
+:func:`read_conversations` reads conversations with their turns and summaries, column for
+column, in one read transaction (a consistent snapshot). :func:`write_conversation` writes
+one such conversation back in one transaction, keeping its turn numbers, timestamps, counters,
+status and summaries (:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be
+used to restore), and queues its turns for tier 3 when the store does. A conversation is
+either written whole or not at all.
+
+Example:
+    >>> from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+    >>> from memory_chain.tiers.sql.transfer import read_conversations, write_conversation
+    >>> source = create_sql_engine("sqlite:////tmp/mc-source.db")  # doctest: +SKIP
+    >>> target = SQLStore(create_sql_engine("sqlite:////tmp/mc-target.db"))  # doctest: +SKIP
+    >>> upgrade(target.engine)  # doctest: +SKIP
+    >>> for record in read_conversations(source):  # doctest: +SKIP
+    ...     write_conversation(target, record, max_chars=200_000)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, Select, func, insert, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.schemas import (
+    ConversationInfo,
+    NewTurn,
+    Summary,
+    Turn,
+    validate_id,
+    validate_new_turns,
+)
+from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.outbox import enqueue_range
+from memory_chain.tiers.sql.rows import (
+    conversation_from_row,
+    naive_utc,
+    storage_errors,
+    summary_from_row,
+    turn_from_row,
+)
+from memory_chain.tiers.sql.store import SQLStore
+
+OnConflict = Literal["fail", "skip"]
+STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
+_PAGE = 500
+
+
+class ConversationExistsError(MemoryChainError):
+    """A conversation being imported already exists in the database."""
+
+    def __init__(self, conversation_id: str) -> None:
+        super().__init__(
+            f"conversation {conversation_id!r} already exists in the database: skip existing "
+            "conversations (--on-conflict skip), or delete it first"
+        )
+        self.conversation_id = conversation_id
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    """One conversation as stored: its row, its turns (in order) and its range summaries.
+
+    Attributes:
+        info: The ``conversations`` row (counters, running summary, status).
+        turns: Every turn, numbered ``1..info.turn_count``.
+        summaries: Every range summary, in turn order.
+    """
+
+    info: ConversationInfo
+    turns: list[Turn] = field(default_factory=list)
+    summaries: list[Summary] = field(default_factory=list)
+
+
+def _scoped(statement: Select[Any], user_id: str | None, conversation_id: str | None) -> Any:
+    if user_id is not None:
+        statement = statement.where(conversations.c.user_id == user_id)
+    if conversation_id is not None:
+        statement = statement.where(conversations.c.conversation_id == conversation_id)
+    return statement
+
+
+def count_conversations(
+    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
+) -> int:
+    """How many conversations :func:`read_conversations` would yield."""
+    statement = _scoped(select(func.count()).select_from(conversations), user_id, conversation_id)
+    with storage_errors(), engine.connect() as conn:
+        return int(conn.execute(statement).scalar_one())
+
+
+def _snapshot(conn: Connection) -> Connection:
+    # One snapshot for the whole read: a turn written meanwhile must not show up in a
+    # conversation whose counters were read before it. SQLite's read transaction already is.
+    if conn.dialect.name == "postgresql":
+        return conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
+
+
+def read_conversations(
+    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
+) -> Iterator[ConversationRecord]:
+    """Every conversation in scope with its turns and summaries, oldest conversation first.
+
+    Conversations are read a page at a time, so memory holds one page of rows plus one
+    conversation's turns.
+
+    Args:
+        engine: The tier-2 engine.
+        user_id: Only this user's conversations.
+        conversation_id: Only this conversation.
+
+    Yields:
+        One record per conversation, in creation order.
+    """
+    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
+        last_id = 0
+        while True:
+            page = conn.execute(
+                _scoped(select(conversations), user_id, conversation_id)
+                .where(conversations.c.id > last_id)
+                .order_by(conversations.c.id)
+                .limit(_PAGE)
+            ).all()
+            if not page:
+                return
+            for row in page:
+                cid = row.conversation_id
+                turn_rows = conn.execute(
+                    select(turns)
+                    .where(turns.c.conversation_id == cid)
+                    .order_by(turns.c.turn_number)
+                ).all()
+                summary_rows = conn.execute(
+                    select(summaries)
+                    .where(summaries.c.conversation_id == cid)
+                    .order_by(summaries.c.turn_range_start)
+                ).all()
+                yield ConversationRecord(
+                    info=conversation_from_row(row),
+                    turns=[turn_from_row(turn) for turn in turn_rows],
+                    summaries=[summary_from_row(summary) for summary in summary_rows],
+                )
+            last_id = page[-1].id
+
+
+def check_record(record: ConversationRecord, *, max_chars: int) -> None:
+    """Check that a record can be stored as it is, before anything is written.
+
+    Args:
+        record: The conversation.
+        max_chars: Longest accepted turn content (the store's ``max_message_chars``).
+
+    Raises:
+        InvalidInputError: On an invalid id, status or turn; turns not numbered
+            ``1..turn_count`` in order or belonging to another conversation; summaries whose
+            range is outside the turns or starts twice; negative counters; NUL characters.
+    """
+    info = record.info
+    cid = validate_id(info.conversation_id)
+    validate_id(info.user_id, "user id")
+    if info.status not in STATUSES:
+        raise InvalidInputError(f"unknown status {info.status!r}: use one of {sorted(STATUSES)}")
+    if info.turn_count < 0 or info.total_tokens < 0:
+        raise InvalidInputError("turn_count and total_tokens must not be negative")
+    if info.summary is not None and "\x00" in info.summary:
+        raise InvalidInputError("the running summary contains a NUL character: remove it")
+    numbers = [turn.turn_number for turn in record.turns]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise InvalidInputError(
+            "turns must be numbered 1, 2, 3, ... in order with no gap or repeat "
+            f"(got {_shorten(numbers)})"
+        )
+    if info.turn_count != len(numbers):
+        raise InvalidInputError(
+            f"turn_count is {info.turn_count} but there are {len(numbers)} turns: make them agree"
+        )
+    if any(turn.conversation_id != cid for turn in record.turns):
+        raise InvalidInputError(f"every turn must belong to conversation {cid!r}")
+    if record.turns:
+        validate_new_turns(
+            [NewTurn(t.role, t.content, t.timestamp, t.tokens) for t in record.turns],
+            max_chars=max_chars,
+        )
+    _check_summaries(cid, record.summaries, len(numbers))
+
+
+def _check_summaries(cid: str, stored: list[Summary], turn_count: int) -> None:
+    starts: set[int] = set()
+    for index, summary in enumerate(stored):
+        where = f"summary {index}"
+        start, end = summary.turn_range_start, summary.turn_range_end
+        if summary.conversation_id != cid:
+            raise InvalidInputError(f"{where}: must belong to conversation {cid!r}")
+        if not 1 <= start <= end <= turn_count:
+            raise InvalidInputError(
+                f"{where}: turn range {start}-{end} is not within the turns 1-{turn_count}"
+            )
+        if start in starts:
+            raise InvalidInputError(f"{where}: a summary starting at turn {start} comes twice")
+        starts.add(start)
+        if not summary.summary_text.strip() or "\x00" in summary.summary_text:
+            raise InvalidInputError(f"{where}: summary text is empty or contains a NUL character")
+        if summary.token_count is not None and summary.token_count < 0:
+            raise InvalidInputError(f"{where}: token_count must not be negative")
+
+
+def _shorten(numbers: list[int]) -> str:
+    return str(numbers) if len(numbers) <= 12 else f"{numbers[:12]}"[:-1] + ", ...]"
+
+
+def existing_conversations(engine: Engine, conversation_ids: Collection[str]) -> set[str]:
+    """Which of ``conversation_ids`` are already stored (whoever owns them)."""
+    found: set[str] = set()
+    ids = list(conversation_ids)
+    with storage_errors(), engine.connect() as conn:
+        for start in range(0, len(ids), _PAGE):
+            chunk = ids[start : start + _PAGE]
+            found.update(
+                conn.execute(
+                    select(conversations.c.conversation_id).where(
+                        conversations.c.conversation_id.in_(chunk)
+                    )
+                ).scalars()
+            )
+    return found
+
+
+def write_conversation(
+    store: SQLStore,
+    record: ConversationRecord,
+    *,
+    max_chars: int,
+    on_conflict: OnConflict = "fail",
+) -> bool:
+    """Store a whole conversation exactly as given, in one transaction.
+
+    Args:
+        store: The tier-2 store; its turns are queued for tier 3 when it queues embeddings.
+        record: The conversation, its turns and summaries.
+        max_chars: Longest accepted turn content.
+        on_conflict: What to do when the conversation id is taken: ``"fail"`` raises,
+            ``"skip"`` leaves the stored one untouched and returns ``False``.
+
+    Returns:
+        Whether the conversation was written.
+
+    Raises:
+        InvalidInputError: If the record is malformed (see :func:`check_record`); nothing
+            is written.
+        ConversationExistsError: If the id is taken and ``on_conflict`` is ``"fail"``.
+        StorageError: If the database fails; nothing of this conversation is written.
+    """
+    if on_conflict not in ("fail", "skip"):
+        raise ValueError(f"unknown on_conflict {on_conflict!r}: use 'fail' or 'skip'")
+    check_record(record, max_chars=max_chars)
+    info = record.info
+    dialect_insert = pg_insert if store.engine.dialect.name == "postgresql" else sqlite_insert
+    create = (
+        dialect_insert(conversations)
+        .values(
+            conversation_id=info.conversation_id,
+            user_id=info.user_id,
+            created_at=naive_utc(info.created_at),
+            last_message_at=naive_utc(info.last_message_at) if info.last_message_at else None,
+            turn_count=info.turn_count,
+            total_tokens=info.total_tokens,
+            summary=info.summary,
+            status=info.status,
+        )
+        .on_conflict_do_nothing(index_elements=["conversation_id"])
+        .returning(conversations.c.id)
+    )
+
+    def work(conn: Connection) -> bool:
+        if conn.execute(create).first() is None:
+            if on_conflict == "skip":
+                return False
+            raise ConversationExistsError(info.conversation_id)
+        if record.turns:
+            conn.execute(insert(turns), [_turn_values(turn) for turn in record.turns])
+            if store.queue_embeddings:
+                enqueue_range(conn, info.conversation_id, 1, len(record.turns))
+        if record.summaries:
+            conn.execute(insert(summaries), [_summary_values(s) for s in record.summaries])
+        return True
+
+    written: bool = store.run_write(work)
+    return written
+
+
+def _turn_values(turn: Turn) -> dict[str, Any]:
+    tokens = turn.tokens
+    return {
+        "conversation_id": turn.conversation_id,
+        "turn_number": turn.turn_number,
+        "role": turn.role,
+        "content": turn.content,
+        "timestamp": naive_utc(turn.timestamp),
+        "tokens_prompt": tokens.prompt if tokens else None,
+        "tokens_completion": tokens.completion if tokens else None,
+        "tokens_total": tokens.total if tokens else None,
+    }
+
+
+def _summary_values(summary: Summary) -> dict[str, Any]:
+    return {
+        "conversation_id": summary.conversation_id,
+        "summary_text": summary.summary_text,
+        "turn_range_start": summary.turn_range_start,
+        "turn_range_end": summary.turn_range_end,
+        "created_at": naive_utc(summary.created_at),
+        "token_count": summary.token_count,
+    }
+
+
+__all__ = [
+    "STATUSES",
+    "ConversationExistsError",
+    "ConversationRecord",
+    "OnConflict",
+    "check_record",
+    "count_conversations",
+    "existing_conversations",
+    "read_conversations",
+    "write_conversation",
+]

@@ -1,0 +1,295 @@
+"""The JSON Lines format of ``memory-chain export`` / ``import``: one conversation per line.
+
+One line per conversation, one JSON object per line, UTF-8. Every object says what it is
+(``"format": "memory-chain/conversation"``, ``"version": 1``), so files can be concatenated,
+and a reader refuses versions it does not know. Version 1::
+
+    {"format": "memory-chain/conversation", "version": 1,
+     "conversation_id": "trip", "user_id": "ana", "status": "active",
+     "created_at": "2026-05-01T09:00:00.000000Z", "last_message_at": "2026-05-01T09:05:00.000000Z",
+     "turn_count": 2, "total_tokens": 140, "summary": "Ana plans a trip to Lisbon.",
+     "turns": [{"turn_number": 1, "role": "user", "content": "...",
+                "timestamp": "2026-05-01T09:00:00.000000Z",
+                "tokens": {"total": 5, "prompt": null, "completion": null}},
+               ...],
+     "summaries": [{"turn_range_start": 1, "turn_range_end": 2, "summary_text": "...",
+                    "token_count": 12, "created_at": "2026-05-01T09:06:00.000000Z"}]}
+
+Timestamps are ISO 8601 in UTC with microseconds (``Z``; other offsets are converted, naive
+values are taken as UTC). ``tokens`` and ``token_count`` may be ``null``. An export holds
+exactly what tier 2 holds, so export → import into an empty database → export gives the
+same bytes. For files written by hand or by other tools, only ``format``, ``version``,
+``conversation_id``, ``user_id``, ``turns`` and each turn's ``role`` and ``content`` are
+required; the rest default to what the store would have written (turn numbers 1..N, the
+import time, counters computed from the turns, status ``active``, no summaries). Unknown
+fields are refused, so that a typo does not silently drop data.
+
+Example:
+    >>> from memory_chain.transfer.format import record_from_json
+    >>> line = {"format": "memory-chain/conversation", "version": 1, "conversation_id": "c1",
+    ...         "user_id": "ana", "turns": [{"role": "user", "content": "Hi"}]}
+    >>> record = record_from_json(line)
+    >>> record.info.turn_count, record.turns[0].turn_number
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from memory_chain.errors import InvalidInputError
+from memory_chain.schemas import (
+    ROLES,
+    ConversationInfo,
+    Role,
+    Summary,
+    TokenUsage,
+    Turn,
+    as_utc,
+    utcnow,
+)
+from memory_chain.tiers.sql.transfer import ConversationRecord
+
+#: The ``format`` field of every line.
+FORMAT = "memory-chain/conversation"
+#: The version this module writes; :data:`READABLE_VERSIONS` are the ones it reads.
+VERSION = 1
+READABLE_VERSIONS = frozenset({1})
+
+_CONVERSATION_FIELDS = frozenset(
+    {
+        "format",
+        "version",
+        "conversation_id",
+        "user_id",
+        "status",
+        "created_at",
+        "last_message_at",
+        "turn_count",
+        "total_tokens",
+        "summary",
+        "turns",
+        "summaries",
+    }
+)
+_TURN_FIELDS = frozenset({"turn_number", "role", "content", "timestamp", "tokens"})
+_TOKEN_FIELDS = frozenset({"total", "prompt", "completion"})
+_SUMMARY_FIELDS = frozenset(
+    {"turn_range_start", "turn_range_end", "summary_text", "token_count", "created_at"}
+)
+_MAX_INT = 2**63 - 1
+
+
+def format_timestamp(value: datetime) -> str:
+    """A timestamp as written in the file: UTC, microseconds, ``Z``."""
+    return as_utc(value).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _tokens_json(tokens: TokenUsage | None) -> dict[str, int | None] | None:
+    if tokens is None:
+        return None
+    return {"total": tokens.total, "prompt": tokens.prompt, "completion": tokens.completion}
+
+
+def record_to_json(record: ConversationRecord) -> dict[str, Any]:
+    """A conversation as the JSON object of one line."""
+    info = record.info
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "conversation_id": info.conversation_id,
+        "user_id": info.user_id,
+        "status": info.status,
+        "created_at": format_timestamp(info.created_at),
+        "last_message_at": (
+            format_timestamp(info.last_message_at) if info.last_message_at else None
+        ),
+        "turn_count": info.turn_count,
+        "total_tokens": info.total_tokens,
+        "summary": info.summary,
+        "turns": [
+            {
+                "turn_number": turn.turn_number,
+                "role": turn.role,
+                "content": turn.content,
+                "timestamp": format_timestamp(turn.timestamp),
+                "tokens": _tokens_json(turn.tokens),
+            }
+            for turn in record.turns
+        ],
+        "summaries": [
+            {
+                "turn_range_start": summary.turn_range_start,
+                "turn_range_end": summary.turn_range_end,
+                "summary_text": summary.summary_text,
+                "token_count": summary.token_count,
+                "created_at": format_timestamp(summary.created_at),
+            }
+            for summary in record.summaries
+        ],
+    }
+
+
+def _check_fields(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"{where}unknown field {unknown[0]!r}: the fields are {', '.join(sorted(allowed))}"
+        )
+
+
+def _int(value: object, where: str, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT:
+        wanted = "a whole number >= 0" + (" or null" if optional else "")
+        raise InvalidInputError(f"{where} must be {wanted}, got {value!r}")
+    return value
+
+
+def _str(value: object, where: str, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _time(value: object, where: str, default: datetime) -> datetime:
+    if value is None:
+        return default
+    text = _str(value, where) or ""
+    try:
+        return as_utc(datetime.fromisoformat(text))
+    except ValueError:
+        raise InvalidInputError(
+            f"{where} {text!r} is not an ISO 8601 timestamp (e.g. 2026-05-03T10:00:00.000000Z)"
+        ) from None
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{where} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidInputError(f"{where} must be a JSON array, got {type(value).__name__}")
+    return value
+
+
+def _tokens(value: object, where: str) -> TokenUsage | None:
+    if value is None:
+        return None
+    obj = _object(value, where)
+    _check_fields(obj, _TOKEN_FIELDS, f"{where}: ")
+    total = cast(int, _int(obj.get("total"), f"{where}.total"))
+    prompt = _int(obj.get("prompt"), f"{where}.prompt", optional=True)
+    completion = _int(obj.get("completion"), f"{where}.completion", optional=True)
+    return TokenUsage(total=total, prompt=prompt, completion=completion)
+
+
+def _turn(value: object, index: int, cid: str, now: datetime) -> Turn:
+    where = f"turns[{index}]"
+    obj = _object(value, where)
+    _check_fields(obj, _TURN_FIELDS, f"{where}: ")
+    role = _str(obj.get("role"), f"{where}.role")
+    if role not in ROLES:
+        raise InvalidInputError(f"{where}.role {role!r} is unknown: use one of {sorted(ROLES)}")
+    number = obj.get("turn_number", index + 1)
+    return Turn(
+        conversation_id=cid,
+        turn_number=cast(int, _int(number, f"{where}.turn_number")),
+        role=cast(Role, role),
+        content=cast(str, _str(obj.get("content"), f"{where}.content")),
+        timestamp=_time(obj.get("timestamp"), f"{where}.timestamp", now),
+        tokens=_tokens(obj.get("tokens"), f"{where}.tokens"),
+    )
+
+
+def _summary(value: object, index: int, cid: str, now: datetime) -> Summary:
+    where = f"summaries[{index}]"
+    obj = _object(value, where)
+    _check_fields(obj, _SUMMARY_FIELDS, f"{where}: ")
+    return Summary(
+        conversation_id=cid,
+        summary_text=cast(str, _str(obj.get("summary_text"), f"{where}.summary_text")),
+        turn_range_start=cast(int, _int(obj.get("turn_range_start"), f"{where}.turn_range_start")),
+        turn_range_end=cast(int, _int(obj.get("turn_range_end"), f"{where}.turn_range_end")),
+        created_at=_time(obj.get("created_at"), f"{where}.created_at", now),
+        token_count=_int(obj.get("token_count"), f"{where}.token_count", optional=True),
+    )
+
+
+def _last_message_at(obj: dict[str, Any], last_turn: datetime | None) -> datetime | None:
+    # Left out: the last turn's time, as the store would have set it. An explicit null stays.
+    if "last_message_at" not in obj:
+        return last_turn
+    value = obj["last_message_at"]
+    return None if value is None else _time(value, "last_message_at", utcnow())
+
+
+def record_from_json(value: object, *, now: datetime | None = None) -> ConversationRecord:
+    """Read one line's JSON object (see the module docstring for the format).
+
+    Args:
+        value: The parsed JSON value.
+        now: The time given to timestamps the object leaves out (default: now).
+
+    Returns:
+        The conversation; :func:`check_record` checks it against the store's rules.
+
+    Raises:
+        InvalidInputError: If the object is not a conversation of a known format version,
+            or a field has the wrong type; the message names the field.
+    """
+    now = now or utcnow()
+    obj = _object(value, "the line")
+    if obj.get("format") != FORMAT:
+        raise InvalidInputError(
+            f"format is {obj.get('format')!r}, expected {FORMAT!r}: is this a file written by "
+            "`memory-chain export`?"
+        )
+    version = obj.get("version")
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        raise InvalidInputError(
+            f"format version {version!r} is not supported (this memory-chain reads version "
+            f"{', '.join(map(str, sorted(READABLE_VERSIONS)))}): upgrade memory-chain, or "
+            "export again with this version"
+        )
+    _check_fields(obj, _CONVERSATION_FIELDS, "")
+    cid = _str(obj.get("conversation_id"), "conversation_id") or ""
+    turns = [_turn(t, i, cid, now) for i, t in enumerate(_list(obj.get("turns"), "turns"))]
+    raw_summaries = obj.get("summaries")
+    summaries = (
+        []
+        if raw_summaries is None
+        else [_summary(s, i, cid, now) for i, s in enumerate(_list(raw_summaries, "summaries"))]
+    )
+    first = turns[0].timestamp if turns else now
+    last = max((t.timestamp for t in turns), default=None)
+    turn_count = obj.get("turn_count", len(turns))
+    total_tokens = obj.get("total_tokens", sum(t.token_total for t in turns))
+    info = ConversationInfo(
+        conversation_id=cid,
+        user_id=_str(obj.get("user_id"), "user_id"),
+        created_at=_time(obj.get("created_at"), "created_at", first),
+        last_message_at=_last_message_at(obj, last),
+        turn_count=cast(int, _int(turn_count, "turn_count")),
+        total_tokens=cast(int, _int(total_tokens, "total_tokens")),
+        summary=_str(obj.get("summary"), "summary", optional=True),
+        status=_str(obj.get("status", "active"), "status") or "",
+    )
+    return ConversationRecord(info, turns, summaries)
+
+
+__all__ = [
+    "FORMAT",
+    "READABLE_VERSIONS",
+    "VERSION",
+    "format_timestamp",
+    "record_from_json",
+    "record_to_json",
+]

@@ -1,0 +1,206 @@
+"""docker-compose.yml: valid for Debian's docker-compose, wired together, in step with the code.
+
+``docker-compose config`` validates and resolves the file without a Docker engine (the
+``docker-compose`` Debian package, installed by ``make test``). The structure checks run on
+the resolved file, with the defaults and with ``.env.example``, which must resolve the same.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from memory_chain.config import MemorySettings
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERFILE = ROOT / "Dockerfile"
+# ${NAME} or ${NAME:-default}; compose's own $$ escapes are not variables.
+VARIABLE = re.compile(r"(?<!\$)\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}")
+ENV_PREFIX = str(MemorySettings.model_config.get("env_prefix", ""))
+SETTING_NAME = re.compile(rf"\b{re.escape(ENV_PREFIX)}\w+")
+SERVICES = {"api", "ollama", "qdrant", "open-webui"}
+
+
+def _docker_compose() -> str:
+    path = shutil.which("docker-compose")
+    if path is None:
+        reason = (
+            "docker-compose is not installed: run `make test` or `bash scripts/setup.sh --test`, "
+            "which install Debian's docker-compose"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def _env_example() -> dict[str, str]:
+    values: dict[str, str] = {}
+    for raw in ENV_EXAMPLE.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    return values
+
+
+def _compose_variables() -> dict[str, str | None]:
+    return {match["name"]: match["default"] for match in VARIABLE.finditer(COMPOSE.read_text())}
+
+
+def _config(env_file: Path) -> tuple[int, str, str]:
+    """``docker-compose config`` in an environment without the file's variables."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in _compose_variables() and not name.startswith((ENV_PREFIX, "COMPOSE_"))
+    }
+    done = subprocess.run(
+        [_docker_compose(), "--env-file", str(env_file), "-f", str(COMPOSE), "config"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The compose file as ``docker-compose config`` resolves it with every default."""
+    empty = tmp_path_factory.mktemp("compose") / "empty.env"
+    empty.write_text("")
+    code, out, err = _config(empty)
+    assert code == 0, f"docker-compose config failed:\n{err}"
+    config: dict[str, Any] = yaml.safe_load(out)
+    return config
+
+
+def test_config_is_valid_and_env_example_resolves_the_same(resolved: dict[str, Any]) -> None:
+    code, out, err = _config(ENV_EXAMPLE)
+    assert code == 0, f"docker-compose config with .env.example failed:\n{err}"
+    assert yaml.safe_load(out) == resolved
+
+
+def test_every_variable_has_one_default_listed_in_env_example() -> None:
+    variables = _compose_variables()
+    example = _env_example()
+    defaults: dict[str, set[str | None]] = {}
+    for match in VARIABLE.finditer(COMPOSE.read_text()):
+        defaults.setdefault(match["name"], set()).add(match["default"])
+    for name, seen in defaults.items():
+        assert len(seen) == 1, f"${{{name}}} has several defaults in docker-compose.yml: {seen}"
+        assert None not in seen, f"${{{name}}} has no default in docker-compose.yml"
+    assert set(example) == set(variables)
+    for name, default in variables.items():
+        assert example[name] == default, name
+
+
+def _ports(service: dict[str, Any]) -> list[tuple[str | None, str, str]]:
+    """(host ip, published, target) of a resolved service (short or long syntax)."""
+    ports: list[tuple[str | None, str, str]] = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            ports.append((port.get("host_ip"), str(port["published"]), str(port["target"])))
+        else:
+            parts = str(port).split("/")[0].split(":")
+            host_ip = parts[0] if len(parts) == 3 else None
+            ports.append((host_ip, parts[-2], parts[-1]))
+    return ports
+
+
+def _volumes(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> named volume."""
+    mounts: dict[str, str] = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            mounts[volume["target"]] = volume["source"]
+        else:
+            source, target = str(volume).split(":")[:2]
+            mounts[target] = source
+    return mounts
+
+
+def test_services_ports_and_volumes(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    assert set(services) >= SERVICES
+    for name, service in services.items():
+        for source in _volumes(service).values():
+            assert source in resolved["volumes"], f"{name}: {source} is not a named volume"
+
+    api = services["api"]
+    port = str(MemorySettings.model_fields["server_port"].default)
+    assert api["build"]["context"] == str(ROOT)
+    assert api["environment"]["MEMORY_CHAIN_SERVER_PORT"] == port
+    assert _ports(api) == [("127.0.0.1", port, port)]
+    data_dir = re.search(r"MEMORY_CHAIN_DATA_DIR=(\S+)", DOCKERFILE.read_text())
+    assert data_dir is not None, "the Dockerfile sets MEMORY_CHAIN_DATA_DIR"
+    assert data_dir[1] in _volumes(api), "the SQL data (data_dir) is in a volume"
+    assert "/qdrant/storage" in _volumes(services["qdrant"])
+    assert "/root/.ollama" in _volumes(services["ollama"])
+    assert "/app/backend/data" in _volumes(services["open-webui"])
+    assert [target for _, _, target in _ports(services["open-webui"])] == ["8080"]
+
+
+def test_health_checks_and_start_order(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    for name in SERVICES:
+        assert services[name]["healthcheck"]["test"], name
+    assert "MEMORY_CHAIN_SERVER_PORT" in " ".join(services["api"]["healthcheck"]["test"])
+    assert services["api"]["depends_on"] == {
+        "qdrant": {"condition": "service_healthy"},
+        "ollama": {"condition": "service_healthy"},
+        "ollama-pull": {"condition": "service_completed_successfully"},
+    }
+    assert services["open-webui"]["depends_on"] == {"api": {"condition": "service_healthy"}}
+
+
+def test_api_reaches_qdrant_and_ollama_and_pulls_its_models(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    env = services["api"]["environment"]
+    assert urlsplit(env["MEMORY_CHAIN_QDRANT_URL"]).hostname == "qdrant"
+    assert urlsplit(env["MEMORY_CHAIN_OLLAMA_BASE_URL"]).netloc == "ollama:11434"
+    fields = MemorySettings.model_fields
+    assert env["MEMORY_CHAIN_OLLAMA_CHAT_MODEL"] == fields["ollama_chat_model"].default
+    assert env["MEMORY_CHAIN_OLLAMA_SUMMARY_MODEL"] == fields["ollama_summary_model"].default
+
+    pull = services["ollama-pull"]
+    assert pull["restart"] == "no"
+    assert pull["depends_on"] == {"ollama": {"condition": "service_healthy"}}
+    assert pull["environment"]["OLLAMA_HOST"] == env["MEMORY_CHAIN_OLLAMA_BASE_URL"]
+    assert pull["environment"]["CHAT_MODEL"] == env["MEMORY_CHAIN_OLLAMA_CHAT_MODEL"]
+    assert pull["environment"]["SUMMARY_MODEL"] == env["MEMORY_CHAIN_OLLAMA_SUMMARY_MODEL"]
+    script = " ".join(pull["entrypoint"] + pull["command"])
+    assert "ollama pull" in script
+    assert "CHAT_MODEL" in script
+    assert "SUMMARY_MODEL" in script
+
+
+def test_open_webui_talks_to_the_api(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    env = services["open-webui"]["environment"]
+    port = services["api"]["environment"]["MEMORY_CHAIN_SERVER_PORT"]
+    assert env["OPENAI_API_BASE_URL"] == f"http://api:{port}/v1"
+    assert env["OPENAI_API_KEY"]
+    assert str(env["ENABLE_FORWARD_USER_INFO_HEADERS"]).lower() == "true"
+    assert str(env["ENABLE_OLLAMA_API"]).lower() == "false"  # every chat goes through memory
+
+
+def test_every_memory_chain_name_is_a_setting() -> None:
+    valid = {ENV_PREFIX + name.upper() for name in MemorySettings.model_fields}
+    for path in (COMPOSE, DOCKERFILE, ENV_EXAMPLE):
+        used = set(SETTING_NAME.findall(path.read_text()))
+        assert used, path.name
+        assert used <= valid, f"{path.name}: not MemorySettings fields: {used - valid}"

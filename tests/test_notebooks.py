@@ -1,0 +1,76 @@
+"""The notebooks run headless (nbclient) and the asserts inside them hold.
+
+``quickstart.ipynb`` runs on the embedded stores with a fake chat model; ``remote_client.ipynb``
+talks to a real server started here (embedded stores, the embedded LLM), whose URL it reads
+from ``MEMORY_CHAIN_URL``. A failing cell fails the test with the cell's traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.servers import RunningServer
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel inherits this process's environment: no stray settings.
+    for name in list(os.environ):
+        if name.startswith("MEMORY_CHAIN_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _execute(name: str, workdir: Path, cell_timeout: int) -> nbformat.NotebookNode:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=cell_timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},  # cwd: no .env of the repository
+    )
+    client.execute()
+    return notebook
+
+
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "remote_client.ipynb"])
+def test_committed_without_outputs(name: str) -> None:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(notebook)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code
+    assert any("assert " in cell.source for cell in code), "a notebook must check something"
+    for cell in code:
+        assert cell.outputs == [], f"{name}: clear the outputs before committing"
+        assert cell.execution_count is None, f"{name}: clear the outputs before committing"
+
+
+@pytest.mark.timeout(300)
+def test_quickstart_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _clean_environment(monkeypatch)
+    executed = _execute("quickstart.ipynb", tmp_path, cell_timeout=240)
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.output_type == "error"]
+    assert any("TP1351" in output.get("text", "") for output in outputs)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_remote_client_runs_against_a_real_server(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    start_server: Callable[..., RunningServer],
+) -> None:
+    server = start_server()
+    _clean_environment(monkeypatch)
+    monkeypatch.setenv("MEMORY_CHAIN_URL", server.url)
+    executed = _execute("remote_client.ipynb", tmp_path, cell_timeout=600)
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.output_type == "error"]

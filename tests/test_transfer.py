@@ -1,0 +1,424 @@
+"""``memory-chain export`` / ``import`` / ``consolidate``, through the real CLI.
+
+Real SQLite databases in temp folders, the real embedding model and embedded vector index for
+the tier-3 rebuild, and the real local LLM for ``consolidate``. The store-level transfer
+functions are also run on PostgreSQL (the ``store`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner, Result
+
+from memory_chain.cli import app
+from memory_chain.config import MemorySettings
+from memory_chain.local_llm.model import MODEL_NAME
+from memory_chain.schemas import NewTurn, TokenUsage
+from memory_chain.services import open_services
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
+from memory_chain.tiers.sql.transfer import (
+    ConversationExistsError,
+    read_conversations,
+    write_conversation,
+)
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.index import VectorFilter
+from memory_chain.transfer import FORMAT, VERSION
+
+T0 = datetime(2026, 5, 1, 9, 0, 0, 123456, tzinfo=UTC)
+TRIP = [
+    ("user", "I'm planning a holiday in Lisbon with my sister Marta, café included ☕."),
+    ("assistant", "Lovely! When do you fly?"),
+    ("user", "We fly from Berlin on the 3rd of May.\nBack on the 10th."),
+    ("assistant", 'Noted: "3-10 May".'),
+    ("user", "Our budget is 2000 euros in total."),
+    ("assistant", "That is workable for a week."),
+]
+
+
+def _env(data_dir: Path, **extra: str) -> dict[str, str]:
+    return {"MEMORY_CHAIN_DATA_DIR": str(data_dir), "MEMORY_CHAIN_LOG_LEVEL": "WARNING", **extra}
+
+
+def _cli(data_dir: Path, *args: str, **extra: str) -> Result:
+    """Run the CLI in this process (the embedding model stays loaded between runs)."""
+    # None unsets: SQLite under data_dir whatever the environment of the test run says.
+    env: dict[str, str | None] = {"MEMORY_CHAIN_DATABASE_URL": None, **_env(data_dir, **extra)}
+    return CliRunner().invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+def _store(data_dir: Path, *, queue: bool = False) -> SQLStore:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    engine = create_sql_engine(f"sqlite:///{data_dir / 'memory.db'}")
+    upgrade(engine)
+    return SQLStore(engine, queue_embeddings=queue)
+
+
+def _rows(store: SQLStore) -> dict[str, list[dict[str, object]]]:
+    """Every row of the three tables, without the surrogate ``id`` keys, in a stable order."""
+    orders = {
+        "conversations": (conversations.c.conversation_id,),
+        "conversation_turns": (turns.c.conversation_id, turns.c.turn_number),
+        "conversation_summaries": (summaries.c.conversation_id, summaries.c.turn_range_start),
+    }
+    result: dict[str, list[dict[str, object]]] = {}
+    with store.engine.connect() as conn:
+        for table in (conversations, turns, summaries):
+            rows = conn.execute(select(table).order_by(*orders[table.name])).mappings()
+            result[table.name] = [{k: v for k, v in row.items() if k != "id"} for row in rows]
+    return result
+
+
+def _fill(store: SQLStore) -> None:
+    """Three conversations of two users: tokens, summaries, statuses, odd characters."""
+    trip = [
+        NewTurn(
+            role,  # type: ignore[arg-type]
+            text,
+            timestamp=T0 + timedelta(minutes=i, microseconds=i * 7),
+            tokens=(
+                None
+                if i == 1
+                else TokenUsage(total=10 + i, prompt=3 if i % 2 else None, completion=7 + i)
+            ),
+        )
+        for i, (role, text) in enumerate(TRIP)
+    ]
+    store.append_turns("trip", trip[:4], user_id="ana")
+    store.append_turns(
+        "work", [NewTurn("user", "Remind me about the quarterly report")], user_id="ana"
+    )
+    store.append_turns("trip", trip[4:], user_id="ana")
+    store.add_summary(
+        "trip",
+        "Ana and her sister Marta go to Lisbon, 3-10 May.",
+        (1, 4),
+        token_count=14,
+        running_summary="Ana plans a Lisbon trip with Marta, 3-10 May, 2000 euros.",
+    )
+    store.set_status("work", "archived")
+    store.append_turns(
+        "bob-1",
+        [NewTurn("user", "My dog is called Rex."), NewTurn("assistant", "Hello Rex!")],
+        user_id="bob",
+    )
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    data_dir = tmp_path / "source"
+    store = _store(data_dir)
+    _fill(store)
+    store.engine.dispose()
+    return data_dir
+
+
+def test_round_trip_is_exact_and_rebuilds_tier3(
+    tmp_path: Path, source: Path, embeddings: SentenceEmbeddings
+) -> None:
+    first = tmp_path / "first.jsonl"
+    exported = _cli(source, "export", str(first))
+    assert exported.exit_code == 0, exported.output
+    assert "exported 3 conversations (9 turns, 1 summaries)" in exported.stderr
+    lines = first.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3
+    trip = json.loads(lines[0])
+    assert (trip["format"], trip["version"]) == (FORMAT, VERSION)
+    assert trip["conversation_id"] == "trip"
+    assert trip["user_id"] == "ana"
+    assert trip["turn_count"] == 6
+    assert trip["total_tokens"] == sum(10 + i for i in range(6) if i != 1)
+    assert trip["summary"] == "Ana plans a Lisbon trip with Marta, 3-10 May, 2000 euros."
+    assert [t["turn_number"] for t in trip["turns"]] == [1, 2, 3, 4, 5, 6]
+    assert trip["turns"][0]["content"] == TRIP[0][1]  # not \u-escaped, kept exactly
+    assert "☕" in lines[0]
+    assert trip["turns"][2]["timestamp"] == "2026-05-01T09:02:00.123470Z"
+    assert trip["turns"][1]["tokens"] is None
+    assert trip["turns"][3]["tokens"] == {"total": 13, "prompt": 3, "completion": 10}
+    assert trip["summaries"] == [
+        {
+            "turn_range_start": 1,
+            "turn_range_end": 4,
+            "summary_text": "Ana and her sister Marta go to Lisbon, 3-10 May.",
+            "token_count": 14,
+            "created_at": trip["summaries"][0]["created_at"],
+        }
+    ]
+    assert json.loads(lines[1])["status"] == "archived"
+
+    target = tmp_path / "target"
+    imported = _cli(target, "import", str(first))
+    assert imported.exit_code == 0, imported.output
+    assert "imported 3 conversations (9 turns, 1 summaries), skipped 0" in imported.stdout
+    assert "embedded 9 turns" in imported.stdout
+
+    second = tmp_path / "second.jsonl"
+    again = _cli(target, "export", str(second))
+    assert again.exit_code == 0, again.output
+    assert second.read_bytes() == first.read_bytes()
+    source_store, target_store = _store(source), _store(target)
+    try:
+        assert _rows(target_store) == _rows(source_store)
+        with target_store.engine.connect() as conn:
+            assert conn.execute(select(outbox)).all() == []  # every imported turn embedded
+    finally:
+        source_store.engine.dispose()
+        target_store.engine.dispose()
+
+    # Tier 3 was rebuilt: a paraphrase finds the imported turn, in a fresh process state.
+    services = open_services(MemorySettings(data_dir=target, llm_fallback="off"))
+    try:
+        assert services.vectors is not None
+        assert services.vectors.index.count() == 9
+        vector = services.vectors.embeddings.embed_query("How much money can we spend?")
+        hits = services.vectors.index.search(vector, VectorFilter(user_id="ana"), 3)
+        assert hits[0].payload.conversation_id == "trip"
+        assert hits[0].payload.turn_number == 5
+        assert hits[0].payload.timestamp == T0 + timedelta(minutes=4, microseconds=28)
+        assert services.vectors.index.search(vector, VectorFilter(user_id="nobody"), 3) == []
+        # Tier 2's keyword index (FTS triggers) sees imported turns too.
+        keyword = services.store.search("Rex", user_id="bob")
+        assert [hit.conversation_id for hit in keyword if hit.kind == "turn"] == ["bob-1", "bob-1"]
+    finally:
+        services.close()
+
+
+def test_export_to_stdout_is_clean_jsonl_and_scoped(source: Path) -> None:
+    cli = str(Path(sys.executable).parent / "memory-chain")
+    env = {**os.environ, **_env(source)}
+    env.pop("MEMORY_CHAIN_DATABASE_URL", None)
+    result = subprocess.run(  # a real process: stdout and stderr are separate streams
+        [cli, "export", "-", "--user", "ana"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode("utf-8").splitlines()
+    assert [json.loads(line)["conversation_id"] for line in lines] == ["trip", "work"]
+    assert b"exported 2 conversations" in result.stderr
+
+    one = _cli(source, "export", "--conversation", "bob-1")
+    assert one.exit_code == 0
+    assert [json.loads(line)["conversation_id"] for line in one.stdout.splitlines()] == ["bob-1"]
+    assert "exported" not in one.stdout
+
+    kept = source / "kept.jsonl"
+    kept.write_text("earlier export\n")
+    missing = _cli(source, "export", str(kept), "--conversation", "nope")
+    assert missing.exit_code == 1
+    assert "'nope' not found" in missing.stderr
+    assert kept.read_text() == "earlier export\n"  # a failed export changes no file
+    assert sorted(p.name for p in source.iterdir() if "kept" in p.name) == ["kept.jsonl"]
+
+    fresh = source / "fresh.jsonl"
+    assert _cli(source, "export", str(fresh)).exit_code == 0
+    assert fresh.stat().st_mode & 0o777 == 0o600  # people's conversations: owner only
+
+
+def _exported_lines(source: Path, tmp_path: Path) -> list[str]:
+    path = tmp_path / "all.jsonl"
+    assert _cli(source, "export", str(path)).exit_code == 0
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _count(data_dir: Path) -> int:
+    store = _store(data_dir)
+    try:
+        with store.engine.connect() as conn:
+            return len(conn.execute(select(conversations)).all())
+    finally:
+        store.engine.dispose()
+
+
+def test_malformed_line_names_the_line_and_imports_nothing(tmp_path: Path, source: Path) -> None:
+    lines = _exported_lines(source, tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], lines[1][:-5], lines[2]]) + "\n", encoding="utf-8")
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(bad), MEMORY_CHAIN_MEMORY_TIER3_ENABLED="false")
+    assert result.exit_code == 1
+    assert "line 2: not valid JSON" in result.stderr
+    assert "each line must be one JSON object" in result.stderr
+    assert _count(target) == 0  # line 1 was fine, but the file is checked before writing
+
+
+def _edited(line: str, **changes: object) -> str:
+    obj = json.loads(line)
+    obj.update(changes)
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"version": 2}, "format version 2 is not supported"),
+        ({"format": "something-else"}, "is this a file written by `memory-chain export`"),
+        ({"conversation_id": "has space"}, "invalid conversation id 'has space'"),
+        ({"user_id": None}, "user_id must be a string"),
+        ({"status": "gone"}, "unknown status 'gone'"),
+        ({"turn_count": 7}, "turn_count is 7 but there are 6 turns"),
+        ({"title": "Lisbon"}, "unknown field 'title'"),
+        ({"turns": [{"role": "bot", "content": "hi"}]}, "turns[0].role 'bot' is unknown"),
+        ({"turns": [{"role": "user", "content": "  "}]}, "message 0: content is empty"),
+        (
+            {"turns": [{"role": "user", "content": "a", "timestamp": "yesterday"}]},
+            "turns[0].timestamp 'yesterday' is not an ISO 8601 timestamp",
+        ),
+        (
+            {"turns": [{"role": "user", "content": "a", "turn_number": 2}]},
+            "turns must be numbered 1, 2, 3",
+        ),
+    ],
+)
+def test_invalid_conversation_is_refused_with_what_to_fix(
+    tmp_path: Path, source: Path, change: dict[str, object], expected: str
+) -> None:
+    lines = _exported_lines(source, tmp_path)
+    if "turns" in change:
+        change = {**change, "turn_count": 1, "summaries": [], "total_tokens": 0}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[2] + "\n\n" + _edited(lines[0], **change) + "\n", encoding="utf-8")
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(bad), MEMORY_CHAIN_MEMORY_TIER3_ENABLED="false")
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: line 3: ")
+    assert expected in errors[0]
+    assert _count(target) == 0
+
+
+def test_conflicts_fail_by_default_and_can_be_skipped(tmp_path: Path, source: Path) -> None:
+    lines = _exported_lines(source, tmp_path)
+    target = tmp_path / "target"
+    off = {"MEMORY_CHAIN_MEMORY_TIER3_ENABLED": "false"}
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(lines[1] + "\n", encoding="utf-8")
+    assert _cli(target, "import", str(partial), **off).exit_code == 0
+    store = _store(target)
+    before = _rows(store)
+
+    everything = tmp_path / "all.jsonl"
+    conflict = _cli(target, "import", str(everything), **off)
+    assert conflict.exit_code == 1
+    assert "line 2: conversation 'work' already exists" in conflict.stderr
+    assert "--on-conflict skip" in conflict.stderr
+    assert "nothing was imported" in conflict.stderr
+    assert _rows(store) == before
+
+    skipped = _cli(target, "import", str(everything), "--on-conflict", "skip", **off)
+    assert skipped.exit_code == 0, skipped.output
+    assert "imported 2 conversations (8 turns, 1 summaries), skipped 1" in skipped.stdout
+    source_store = _store(source)
+    try:
+        assert _rows(store) == _rows(source_store)
+    finally:
+        source_store.engine.dispose()
+        store.engine.dispose()
+
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(f"{lines[2]}\n{lines[2]}\n", encoding="utf-8")
+    result = _cli(tmp_path / "other", "import", str(twice), **off)
+    assert result.exit_code == 1
+    assert "line 2: conversation 'bob-1' comes twice (first on line 1)" in result.stderr
+
+
+def test_store_level_write_is_exact_and_all_or_nothing(store: SQLStore) -> None:
+    """On SQLite and PostgreSQL: read → delete → write gives the same records and rows."""
+    _fill(store)
+    records = list(read_conversations(store.engine))
+    assert [r.info.conversation_id for r in records] == ["trip", "work", "bob-1"]
+    rows = _rows(store)
+    queued = SQLStore(store.engine, queue_embeddings=True)
+    for record in records:
+        with pytest.raises(ConversationExistsError, match="already exists"):
+            write_conversation(queued, record, max_chars=1000)
+        assert not write_conversation(queued, record, max_chars=1000, on_conflict="skip")
+    assert _rows(store) == rows
+    for record in records:
+        assert store.delete_conversation(record.info.conversation_id)
+        assert write_conversation(queued, record, max_chars=1000)
+    assert list(read_conversations(store.engine)) == records
+    assert _rows(store) == rows
+    with store.engine.connect() as conn:
+        assert len(conn.execute(select(outbox)).all()) == 9  # queued for tier 3
+    # A record the store would not accept changes nothing (checked before the transaction).
+    store.delete_conversation("bob-1")
+    inconsistent = replace(records[2], turns=records[2].turns[:1])
+    with pytest.raises(ValueError, match="turn_count is 2 but there are 1 turns"):
+        write_conversation(queued, inconsistent, max_chars=1000)
+    assert store.get_conversation("bob-1") is None
+
+
+@pytest.mark.slow
+def test_consolidate_summarizes_with_the_real_model(tmp_path: Path, local_llm_url: str) -> None:
+    data_dir = tmp_path / "data"
+    store = _store(data_dir)
+    store.append_turns(
+        "trip",
+        [NewTurn(role, text) for role, text in TRIP[:4]],
+        user_id="ana",  # type: ignore[arg-type]
+    )
+    llm = {
+        "MEMORY_CHAIN_OLLAMA_BASE_URL": local_llm_url,
+        "MEMORY_CHAIN_OLLAMA_SUMMARY_MODEL": MODEL_NAME,
+        "MEMORY_CHAIN_OLLAMA_CHAT_MODEL": MODEL_NAME,
+        "MEMORY_CHAIN_LLM_FALLBACK": "off",
+        "MEMORY_CHAIN_LLM_MAX_TOKENS": "60",
+        "MEMORY_CHAIN_MEMORY_TIER3_ENABLED": "false",
+    }
+    neither = _cli(data_dir, "consolidate", **llm)
+    assert neither.exit_code == 2
+    assert "--conversation ID" in neither.output
+    missing = _cli(data_dir, "consolidate", "--conversation", "trip", "--user", "bob", **llm)
+    assert missing.exit_code == 1
+    assert "'trip' not found" in missing.stderr
+
+    result = _cli(data_dir, "consolidate", "--conversation", "trip", "--user", "ana", **llm)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("trip (ana) turns 1-4: ")
+    assert "1 summaries written (1 conversations checked)" in result.stdout
+    stored = store.get_summaries("trip")
+    assert [(s.turn_range_start, s.turn_range_end) for s in stored] == [(1, 4)]
+    assert stored[0].summary_text in result.stdout
+    assert "Lisbon" in stored[0].summary_text
+    info = store.get_conversation("trip")
+    assert info is not None
+    assert info.summary == stored[0].summary_text
+
+    again = _cli(data_dir, "consolidate", "--all", **llm)
+    assert again.exit_code == 0, again.output
+    assert again.stdout == "0 summaries written (1 conversations checked)\n"
+    store.engine.dispose()
+
+
+def test_import_with_tier3_held_elsewhere_queues_the_turns(
+    tmp_path: Path, source: Path, embeddings: SentenceEmbeddings
+) -> None:
+    lines = _exported_lines(source, tmp_path)
+    target = tmp_path / "target"
+    server = open_services(MemorySettings(data_dir=target, llm_fallback="off"))  # holds vectors/
+    try:
+        result = _cli(target, "import", str(tmp_path / "all.jsonl"))
+        assert result.exit_code == 0, result.output
+        assert f"imported {len(lines)} conversations (9 turns" in result.stdout
+        assert "warning: tier 3 is unavailable" in result.stderr
+        assert "memory-chain reindex" in result.stderr
+        assert server.vectors is not None
+        assert server.vectors.indexer.outbox.count() == 9
+        assert server.vectors.indexer.drain() == 9  # what a running server's backfill does
+        assert server.vectors.index.count(VectorFilter(user_id="bob")) == 2
+    finally:
+        server.close()

@@ -546,6 +546,29 @@ def _row(label: str, stats: dict[str, Any], goal: tuple[str, float] | None = Non
     )
 
 
+def verdicts(result: dict[str, Any]) -> dict[str, str]:
+    """Every goal's ok/MISSED at one scale, for the JSON file."""
+    scale = f"{result['conversations']}x{result['turns']}"
+    t1 = result["tier1"]
+    out = {
+        f"{scale} tier1 get_messages p99": _ok(t1["get_messages_us"], "p99", "tier1_p99_us"),
+        f"{scale} tier1 history.messages p99": _ok(
+            t1["history_messages_us"], "p99", "tier1_p99_us"
+        ),
+    }
+    for mode, stats in result["append_ms"].items():
+        out[f"{scale} append {mode} p95"] = _ok(stats, "p95", "append_p95_ms")
+    for key, stats in result["search_ms"].items():
+        out[f"{scale} search {key} p95"] = _ok(stats, "p95", "search_p95_ms")
+    return out
+
+
+def _ok(stats: dict[str, Any], key: str, goal: str) -> str:
+    if not stats.get("n"):
+        return "n/a"
+    return "ok" if stats[key] <= GOALS[goal] else "MISSED"
+
+
 def report(result: dict[str, Any]) -> str:
     lines = []
     conv, turns = result["conversations"], result["turns"]
@@ -716,6 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             | {"scales": [f"{c}x{t}" for c, t in args.scales]},
             "scales": results,
+            "verdicts": {k: v for result in results for k, v in verdicts(result).items()},
             "seconds": total,
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")

@@ -347,3 +347,34 @@ def eval_locomo(
         except InvalidInputError as exc:
             _fail(exc)
     typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))
+
+
+@app.command()
+def bench(
+    only: Annotated[
+        str | None, typer.Option(help="Comma-separated: tiers, vectors, chat, load, locomo.")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Smoke-sized runs (minutes, not tens).")] = False,
+    locomo: Annotated[
+        Path | None, typer.Option(help="A LoCoMo-format file for the recall evaluation.")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write every figure to this file.")
+    ] = None,
+) -> None:
+    """Run the performance suite (benchmarks/ of a source checkout) and print every goal."""
+    from memory_chain.bench import NAMES, run_suite, summary
+    from memory_chain.errors import InvalidInputError
+
+    names = [name.strip() for name in only.split(",") if name.strip()] if only else list(NAMES)
+    try:
+        results = run_suite(names, quick=quick, locomo=locomo, echo=typer.echo)
+    except InvalidInputError as exc:
+        _fail(exc)
+    for line in summary(results):
+        typer.echo(line)
+    if json_out is not None:
+        json_out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        typer.echo(f"figures written to {json_out}")
+    if any("error" in result for result in results.values()):
+        raise typer.Exit(1)

@@ -1,8 +1,9 @@
 """The notebooks run headless (nbclient) and the asserts inside them hold.
 
-``quickstart.ipynb`` runs on the embedded stores with a fake chat model; ``remote_client.ipynb``
-talks to a real server started here (embedded stores, the embedded LLM), whose URL it reads
-from ``MEMORY_CHAIN_URL``. A failing cell fails the test with the cell's traceback.
+``quickstart.ipynb`` (a fake chat model) and ``latency_and_recall.ipynb`` (LoCoMo from
+``../shared/data``) run on the embedded stores; ``remote_client.ipynb`` talks to a real server
+started here (embedded stores, the embedded LLM), whose URL it reads from
+``MEMORY_CHAIN_URL``. A failing cell fails the test with the cell's traceback.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def _execute(name: str, workdir: Path, cell_timeout: int) -> nbformat.NotebookNo
     return notebook
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "remote_client.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["quickstart.ipynb", "remote_client.ipynb", "latency_and_recall.ipynb"]
+)
 def test_committed_without_outputs(name: str) -> None:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(notebook)
@@ -74,3 +77,23 @@ def test_remote_client_runs_against_a_real_server(
     executed = _execute("remote_client.ipynb", tmp_path, cell_timeout=600)
     outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
     assert not [output for output in outputs if output.output_type == "error"]
+
+
+LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
+
+
+@pytest.mark.skipif(not LOCOMO_DEV.exists(), reason=f"LoCoMo data not found at {LOCOMO_DEV}")
+@pytest.mark.timeout(600)
+def test_latency_and_recall_notebook_plots(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _clean_environment(monkeypatch)
+    plot = tmp_path / "plot.png"
+    monkeypatch.setenv("LOCOMO_FILE", str(LOCOMO_DEV))
+    monkeypatch.setenv("LOCOMO_CONVERSATIONS", "1")
+    monkeypatch.setenv("PLOT_PATH", str(plot))
+    executed = _execute("latency_and_recall.ipynb", tmp_path, cell_timeout=480)
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.output_type == "error"]
+    text = "".join(output.get("text", "") for output in outputs)
+    assert "hybrid" in text
+    assert "tier 1: recent turns" in text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1177,7 +1177,7 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
         ("  recent_turns (tier 1)", "part_recent_turns"),
         ("  summary (tier 1, SQL on a miss)", "part_summary"),
         ("  embed_query", "part_embed_query"),
-        ("  EdgeIndex.search (user, top 5)", "part_vector_search"),
+        ("  EdgeIndex.search (user, top semantic_k = 20)", "part_vector_search"),
         ("  facts search", "part_facts_search"),
     ):
         lines.append(stats_line(label, breakdown[key]))

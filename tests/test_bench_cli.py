@@ -1,0 +1,45 @@
+"""`memory-chain bench`: runs the benchmark scripts and gathers every goal's verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = str(Path(sys.executable).parent / "memory-chain")
+
+
+def test_bench_runs_a_benchmark_and_reports_its_goals(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [CLI, "bench", "--only", "tiers,locomo", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    tiers = figures["tiers"]
+    assert [scale["conversations"] for scale in tiers["scales"]] == [100]
+    verdicts = tiers["verdicts"]
+    assert "100x1000 append NORMAL p95" in verdicts
+    assert set(verdicts.values()) <= {"ok", "MISSED", "n/a"}
+    # The script's own report streams through, then the summary lists every goal.
+    assert "tier-2 append_turns" in done.stdout
+    summary = done.stdout.split("== summary: every goal ==")[1]
+    assert all(goal in summary for goal in verdicts)
+    assert "locomo: skipped (give --locomo FILE" in done.stdout
+
+
+def test_bench_refuses_unknown_benchmarks() -> None:
+    done = subprocess.run(
+        [CLI, "bench", "--only", "tiers,warp-speed"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "unknown benchmarks ['warp-speed']" in done.stderr

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -253,6 +254,13 @@ class MemoryChat(RunnableBinding[Any, AIMessageChunk]):  # type: ignore[no-redef
 
 
 def _llm_failure(exc: Exception) -> str:
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return (
+            f"the chat model did not answer within llm_timeout_seconds ({type(exc).__name__}: "
+            f"{exc}): the model is overloaded or too slow for this machine; raise "
+            "MEMORY_CHAIN_LLM_TIMEOUT_SECONDS, use a smaller model, or check that Ollama at the "
+            "configured ollama_base_url is not stuck"
+        )
     return (
         f"the chat model failed ({type(exc).__name__}: {exc}): check that Ollama runs at the "
         "configured ollama_base_url and has the model pulled (`ollama pull <model>`)"

@@ -90,7 +90,9 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
         threads=settings.embedding_threads,
     )
     indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
-    worker = BackfillWorker(indexer)
+    # The facts collection is opened with the turns' one: if the store is down at start-up,
+    # the worker opens both once it is back (user facts were never searchable otherwise).
+    worker = BackfillWorker(indexer, also_open=(facts_index,))
     try:
         index.open()
         facts_index.open()

@@ -62,6 +62,13 @@ class RunningServer:
             self.process.wait(timeout=60)
         self.process = None
 
+    def kill(self) -> None:
+        """Crash (SIGKILL): no shutdown, nothing closed or flushed."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self.process = None
+
     def restart(self) -> RunningServer:
         """Stop, then start again on the same data directory and port."""
         self.stop()

@@ -29,6 +29,14 @@ from memory_chain.errors import (
 
 logger = logging.getLogger(__name__)
 
+#: FastAPI's answer to a body it cannot decode (not UTF-8, nested too deeply for the parser).
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+#: What the API answers instead: what to fix.
+BODY_ERROR = (
+    "the body could not be read as JSON (not UTF-8, or nested too deeply): send a JSON object "
+    "encoded in UTF-8"
+)
+
 _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (InvalidInputError, 422),
     (ConversationNotFoundError, 404),
@@ -71,6 +79,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(ValidationError, invalid)
+
+    async def http_error(request: Request, error: Exception) -> Response:
+        from fastapi.exception_handlers import http_exception_handler
+
+        if isinstance(error, StarletteHTTPException) and error.detail == FASTAPI_BODY_ERROR:
+            error = StarletteHTTPException(error.status_code, BODY_ERROR, error.headers)
+        return await http_exception_handler(request, error)  # type: ignore[arg-type]
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
 
 
 class BodySizeLimit:

@@ -139,11 +139,31 @@ def _tier3_disabled(_: Any) -> Any:
     raise MemoryChainError("semantic memory is disabled (memory_tier3_enabled=false)")
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 async def check_request(request: Request) -> None:
-    """Refuse what LangServe would answer with a 500, and require a key on every route."""
+    """Refuse what LangServe would answer with a 500, and require a key on every route.
+
+    Bodies must be labelled JSON, as on the API's other routes: LangServe reads any body as
+    JSON, and a web page may POST ``text/plain``, form or multipart bodies to a local server
+    without a CORS preflight.
+    """
     resolve_user(request, get_services(request))
     if request.method != "POST":
         return
+    content_type = request.headers.get("content-type", "")
+    if not _is_json(content_type):
+        label = content_type.split(";")[0].strip() or "nothing"
+        raise HTTPException(
+            status_code=415,
+            detail=f"the body is labelled {label!r}: send JSON with "
+            "'Content-Type: application/json'",
+        )
     raw = await request.body()
     try:
         body = json.loads(raw)

@@ -1,0 +1,264 @@
+"""Concurrency benchmark: many chat clients against a real server, on SQLite and PostgreSQL.
+
+Run from the repository root::
+
+    python benchmarks/bench_load.py                       # 50 clients x 100 turns, both DBs
+    python benchmarks/bench_load.py --quick               # 10 clients x 20 turns, smoke run
+    python benchmarks/bench_load.py --database sqlite --json /tmp/load.json
+    python benchmarks/bench_load.py --database postgres --postgres-url postgresql+psycopg://u@h/db
+
+For each database a ``memory-chain serve`` process (uvicorn on 127.0.0.1, as in the tests)
+runs on a fresh data folder: SQLite under it, or a new database on the PostgreSQL server of
+``--postgres-url`` (dropped afterwards) or on a throwaway local server started like the test
+run's. The server's chat model is the stub LLM of ``loadgen.py`` (Ollama API, fixed reply at
+once, in its own process), because turns are only stored by chatting. ``--clients`` clients
+(one asyncio loop, one keep-alive connection each) send ``--turns`` requests each to
+``POST /v1/chat/completions`` with only the new message and a ``conversation_id``; client
+``c``'s ``t``-th request goes to conversation ``(c + t) % --conversations``, so several clients
+write to each conversation at once. Each acknowledged request stores two turns (the message
+and the reply).
+
+Reported: errors (anything but a 200 with the stub's reply; must be 0), latency p50/p95/p99,
+throughput (requests/s and stored turns/s), the tier-3 backfill's lag when the clients stop,
+and a read-back of every conversation through ``GET /v1/conversations/{id}/turns``: turn
+numbers exactly 1..N with N = 2 x acknowledged requests, every acknowledged message stored
+once, each followed by its reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from common import fmt, progress, summarize_ms
+from loadgen import (
+    StubOllama,
+    check_conversations,
+    postgres_database,
+    run_clients,
+    server_rss_mb,
+)
+
+from tests.servers import RunningServer, server_env
+
+USER = "load-user"
+QUICK = {"clients": 10, "turns": 20, "conversations": 5}
+
+
+@dataclass(frozen=True)
+class Settings:
+    clients: int = 50
+    turns: int = 100
+    conversations: int = 10
+    database: str = "both"  # sqlite | postgres | both
+    postgres_url: str | None = None
+    backfill_timeout: float = 300.0
+    quick: bool = False
+
+
+def wait_for_backfill(http_url: str, timeout: float) -> dict[str, Any]:
+    """Poll /health until tier 3 has no queued turns; how long it took and the lag at start."""
+    import httpx
+
+    started = time.perf_counter()
+    first: int | None = None
+    queued = -1
+    while time.perf_counter() - started < timeout:
+        queued = httpx.get(f"{http_url}/health", timeout=30).json()["tier3"]["queued_turns"]
+        if first is None:
+            first = queued
+        if queued == 0:
+            break
+        time.sleep(0.5)
+    return {
+        "queued_at_end_of_load": first,
+        "drain_seconds": time.perf_counter() - started,
+        "queued_after_wait": queued,
+    }
+
+
+def log_problems(log: Path | None) -> list[str]:
+    """ERROR lines and tracebacks in the server's log."""
+    if log is None or not log.exists():
+        return []
+    return [
+        line.strip()
+        for line in log.read_text(errors="replace").splitlines()
+        if " ERROR " in line or line.startswith("Traceback")
+    ]
+
+
+def run_one(settings: Settings, database: str, llm_url: str, database_url: str | None) -> dict:
+    folder = Path(tempfile.mkdtemp(prefix=f"memory-chain-load-{database}-"))
+    extra: dict[str, object] = {"log_level": "WARNING"}
+    if database_url:
+        extra["database_url"] = database_url
+    server = RunningServer(folder / "data", server_env(folder / "data", llm_url, **extra))
+    try:
+        started_at = time.perf_counter()
+        server.start()
+        assert server.process is not None
+        pid = server.process.pid
+        startup = time.perf_counter() - started_at
+        # Warm-up outside the measured conversations: first requests load lazy state.
+        asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
+        rss_before = server_rss_mb(pid)
+        ids = [f"load-{n}" for n in range(settings.conversations)]
+        outcome = asyncio.run(
+            run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
+        )
+        rss_after = server_rss_mb(pid)
+        backfill = wait_for_backfill(server.url, settings.backfill_timeout)
+        check = check_conversations(server.url, USER, dict(outcome.acknowledged))
+        requests = sum(len(v) for v in outcome.acknowledged.values())
+        return {
+            "database": database,
+            "startup_seconds": startup,
+            "requests_sent": settings.clients * settings.turns,
+            "requests_acknowledged": requests,
+            "turns_stored": 2 * requests,
+            "errors": outcome.error_count,
+            "errors_by_kind": dict(outcome.errors),
+            "error_examples": outcome.error_examples,
+            "seconds": outcome.seconds,
+            "requests_per_second": requests / outcome.seconds if outcome.seconds else 0.0,
+            "turns_per_second": 2 * requests / outcome.seconds if outcome.seconds else 0.0,
+            "latency_ms": summarize_ms(outcome.latencies_ns),
+            "backfill": backfill,
+            "contiguity": check,
+            "server_rss_mb": {"before": rss_before, "after": rss_after},
+            "server_log_problems": log_problems(server.log)[:20],
+        }
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    """Every configured database in turn; the figures of each."""
+    databases = ["sqlite", "postgres"] if settings.database == "both" else [settings.database]
+    results: dict[str, Any] = {}
+    started = time.perf_counter()
+    with StubOllama() as stub:
+        for database in databases:
+            progress(f"{database}: {settings.clients} clients x {settings.turns} turns", started)
+            if database == "sqlite":
+                results[database] = run_one(settings, database, stub.url, None)
+            else:
+                with postgres_database(settings.postgres_url) as url:
+                    results[database] = run_one(settings, database, stub.url, url)
+    return results
+
+
+def report(results: dict[str, Any], settings: Settings) -> list[str]:
+    lines = [
+        f"== {settings.clients} clients x {settings.turns} chat requests over "
+        f"{settings.conversations} conversations (2 turns stored per request) ==",
+        f"  {'database':<10} {'errors':>6} {'req':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+        f"{'max ms':>8} {'req/s':>7} {'turns/s':>8} {'contiguous':>11}",
+    ]
+    for name, r in results.items():
+        lat = r["latency_ms"]
+        lines.append(
+            f"  {name:<10} {r['errors']:>6} {r['requests_acknowledged']:>6} "
+            f"{fmt(lat.get('p50')):>8} "
+            f"{fmt(lat.get('p95')):>8} {fmt(lat.get('p99')):>8} {fmt(lat.get('max')):>8} "
+            f"{r['requests_per_second']:>7.1f} {r['turns_per_second']:>8.1f} "
+            f"{'yes' if r['contiguity']['ok'] else 'NO':>11}"
+        )
+    for name, r in results.items():
+        b = r["backfill"]
+        lines.append(
+            f"  {name}: {r['contiguity']['turns_checked']:,} turns read back; tier-3 backlog "
+            f"{b['queued_at_end_of_load']} turns when the clients stopped, drained in "
+            f"{b['drain_seconds']:.1f} s ({b['queued_after_wait']} left); server RSS "
+            f"{r['server_rss_mb']['before']:.0f} -> {r['server_rss_mb']['after']:.0f} MB; "
+            f"start-up {r['startup_seconds']:.1f} s"
+        )
+        if r["errors"]:
+            lines.append(f"    errors: {r['errors_by_kind']}")
+            lines.extend(f"      {e}" for e in r["error_examples"])
+        for problem in r["contiguity"]["problems"][:10]:
+            lines.append(f"    CONTIGUITY: {problem}")
+        for problem in r["server_log_problems"][:5]:
+            lines.append(f"    server log: {problem}")
+    if len(results) == 2:
+        s, p = results["sqlite"], results["postgres"]
+        lines.append(
+            f"  postgres / sqlite: p95 {p['latency_ms']['p95'] / s['latency_ms']['p95']:.2f}x, "
+            f"throughput {p['turns_per_second'] / s['turns_per_second']:.2f}x"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10 clients x 20 turns smoke run")
+    parser.add_argument("--clients", type=int, help="concurrent clients (50)")
+    parser.add_argument("--turns", type=int, help="chat requests per client (100)")
+    parser.add_argument("--conversations", type=int, help="conversations shared (10)")
+    parser.add_argument("--database", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--postgres-url",
+        help="a PostgreSQL server (SQLAlchemy URL) to create a fresh database on; default: "
+        "start a throwaway local server",
+    )
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    args = parser.parse_args(argv)
+
+    settings = Settings(database=args.database, postgres_url=args.postgres_url, quick=args.quick)
+    if args.quick:
+        settings = replace(settings, **QUICK)
+    overrides = {"clients": args.clients, "turns": args.turns, "conversations": args.conversations}
+    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    print(
+        f"memory_chain load benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"load average {load_start[0]:.2f}",
+        flush=True,
+    )
+    results = run(settings)
+    for line in report(results, settings):
+        print(line)
+    total = time.perf_counter() - started
+    print(f"\ntotal run time {total:.0f} s; load average at the end {os.getloadavg()[0]:.2f}")
+    if args.json:
+        payload = {
+            "environment": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load_average_start": load_start,
+                "load_average_end": os.getloadavg(),
+            },
+            "settings": asdict(settings),
+            "results": results,
+            "verdicts": {
+                f"{name} 0 errors, turn numbers contiguous": (
+                    "ok" if not r["errors"] and r["contiguity"]["ok"] else "MISSED"
+                )
+                for name, r in results.items()
+            },
+            "seconds": total,
+        }
+        args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        print(f"figures written to {args.json}")
+    failed = any(r["errors"] or not r["contiguity"]["ok"] for r in results.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from common import fmt, progress, summarize_ms
+from common import environment, fmt, progress, summarize_ms
 from loadgen import (
     StubOllama,
     check_conversations,
@@ -237,13 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\ntotal run time {total:.0f} s; load average at the end {os.getloadavg()[0]:.2f}")
     if args.json:
         payload = {
-            "environment": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-                "load_average_start": load_start,
-                "load_average_end": os.getloadavg(),
-            },
+            "environment": environment(load_start),
             "settings": asdict(settings),
             "results": results,
             "verdicts": {

@@ -40,7 +40,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import shutil
 import sys
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import fmt, progress, summarize_ms
+from common import environment, fmt, progress, summarize_ms
 from loadgen import (
     Outcome,
     StubOllama,
@@ -373,13 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.json:
         payload = {
-            "environment": {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-                "load_average_start": load_start,
-                "load_average_end": os.getloadavg(),
-            },
+            "environment": environment(load_start),
             "settings": asdict(settings),
             "results": result,
         }

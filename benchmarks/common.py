@@ -7,6 +7,8 @@ from the scripts' folder.
 from __future__ import annotations
 
 import math
+import os
+import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +23,17 @@ MB = 1024 * 1024
 def rss_mb() -> float:
     """Resident memory of this process, in MB."""
     return float(psutil.Process().memory_info().rss) / MB
+
+
+def environment(load_average_start: Sequence[float]) -> dict[str, Any]:
+    """Where a run happened, for the JSON file (the load average is taken again at the end)."""
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_start": tuple(load_average_start),
+        "load_average_end": os.getloadavg(),
+    }
 
 
 def progress(message: str, started: float) -> None:

@@ -2,8 +2,8 @@
 
 Triggers (the seed's): every ``message_threshold`` unsummarized messages, a tier-1 buffer over
 ``token_limit`` tokens, the end of a conversation (:meth:`ConsolidationService.end`), an
-explicit save (a user message such as "remember this", whose text also goes to the user's
-facts), and ``idle_seconds`` of silence (a background scan). :meth:`consolidate` is the
+explicit save (a user message such as "remember this"; the tier-3 backfill files the message
+itself as a user fact, with its turn), and ``idle_seconds`` of silence (a background scan). :meth:`consolidate` is the
 manual trigger.
 
 A consolidation summarizes the turns after the last summarized one with the summarization
@@ -17,7 +17,6 @@ submit work to a single background thread.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,17 +33,12 @@ from memory_chain.summarize import summary_inputs
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import idle_backlog, summarized_through
+from memory_chain.tiers.vectors.facts import EXPLICIT_SAVE, is_explicit_save
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 
-#: User messages that ask to remember something.
-EXPLICIT_SAVE = re.compile(
-    r"\b(remember (this|that)|please remember|don'?t forget|do not forget|keep in mind|"
-    r"note (this|that) down|save this)\b",
-    re.IGNORECASE,
-)
 #: Triggers that summarize whole chunks only; the others (end, idle, save, manual) flush all.
 THRESHOLD_REASONS = frozenset({"messages", "tokens"})
 
@@ -151,9 +145,10 @@ class ConsolidationService:
 
     def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
         """Check the triggers after a write; consolidation runs in the background."""
-        saves = [t for t in turns if t.role == "user" and EXPLICIT_SAVE.search(t.content)]
-        if saves:
-            self.schedule(conversation_id, user_id, "explicit save", facts=saves)
+        if any(is_explicit_save(turn) for turn in turns):
+            # The fact itself is filed by the tier-3 backfill with its turn (durably);
+            # the save also consolidates now, even if a run is already under way.
+            self.schedule(conversation_id, user_id, "explicit save", force=True)
             return
         last = max((turn.turn_number for turn in turns), default=None)
         reason = self.trigger_reason(conversation_id, user_id, turn_count=last)
@@ -170,34 +165,24 @@ class ConsolidationService:
         user_id: str,
         reason: str,
         *,
-        facts: Sequence[Turn] = (),
+        force: bool = False,
     ) -> Future[Summary | None]:
-        """Queue a consolidation (one pending per conversation, facts always kept)."""
+        """Queue a consolidation (one pending per conversation unless ``force``)."""
         with self._pending_lock:
             pending = self._pending.get(conversation_id)
-            if pending is not None and not pending.done() and not facts:
+            if pending is not None and not pending.done() and not force:
                 return pending
-            future = self._executor.submit(self._run, conversation_id, user_id, reason, list(facts))
+            future = self._executor.submit(self._run, conversation_id, user_id, reason)
             self._pending[conversation_id] = future
             return future
 
-    def _run(
-        self, conversation_id: str, user_id: str, reason: str, facts: list[Turn]
-    ) -> Summary | None:
+    def _run(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
         try:
-            if facts:
-                self._remember(user_id, facts)
             return self.consolidate(conversation_id, user_id, reason=reason)
         except Exception:
             self.failures += 1
             logger.exception("consolidation of %s (%s) failed", conversation_id, reason)
             raise
-
-    def _remember(self, user_id: str, facts: list[Turn]) -> None:
-        if self.tier3 is None or self.tier3.facts is None:
-            logger.info("explicit save without a facts store: the turn stays in tiers 1-2")
-            return
-        self.tier3.facts.remember(user_id, facts)
 
     # -- the work ---------------------------------------------------------------------------
 

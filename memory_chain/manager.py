@@ -258,8 +258,9 @@ class MemoryManager:
         if deleted and self.tier3 is not None:
             try:
                 self.tier3.indexer.forget(user_id=user_id, conversation_id=conversation_id)
-                if self.tier3.facts is not None:
-                    self.tier3.facts.forget(user_id, conversation_id)
+                facts = self.tier3.facts
+                if facts is not None and facts is not self.tier3.indexer.facts:
+                    facts.forget(user_id, conversation_id)
             except MemoryChainError as exc:
                 # The rows are gone; stray points are filtered out of results by
                 # conversation and removed by the next reindex.

@@ -89,7 +89,9 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
         dimension=settings.embedding_dimension,
         threads=settings.embedding_threads,
     )
-    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
+    facts = UserFacts(facts_index, embeddings)
+    # User facts are filed by the backfill with their turns: as durable as the turns.
+    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)
     # The facts collection is opened with the turns' one: if the store is down at start-up,
     # the worker opens both once it is back (user facts were never searchable otherwise).
     worker = BackfillWorker(indexer, also_open=(facts_index,))
@@ -105,7 +107,7 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
         embeddings=embeddings,
         indexer=indexer,
         worker=worker,
-        facts=UserFacts(facts_index, embeddings),
+        facts=facts,
         backend=backend,
     )
 

@@ -76,11 +76,12 @@ def memory(
     index.open()
     facts_index = QdrantIndex(QdrantClient(":memory:"), collection="user_facts")
     facts_index.open()
+    facts = UserFacts(facts_index, embeddings)
     tier3 = Tier3(
         index=index,
         embeddings=embeddings,
-        indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings),
-        facts=UserFacts(facts_index, embeddings),
+        indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts),
+        facts=facts,
     )
     manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
     summarizer = ScriptedSummarizer()

@@ -20,6 +20,7 @@ from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.index import TurnPayload, point_id
 
 COLLECTION = "conversation_memory"
+FACTS = "user_facts"
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Stores:
     summary_ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     outbox: set[int] = field(default_factory=set)
     points: dict[str, TurnPayload] = field(default_factory=dict)
+    facts: dict[str, TurnPayload] = field(default_factory=dict)
 
     def messages(self, conversation_id: str) -> list[tuple[str, str]]:
         """(role, content) of a conversation's turns, in order."""
@@ -88,16 +90,23 @@ def read_stores(data_dir: Path) -> Stores:
         stores.outbox = {row[0] for row in db.execute("SELECT turn_id FROM embedding_outbox")}
     finally:
         db.close()
-    if (data_dir / "vectors" / COLLECTION).is_dir():
-        index = EdgeIndex(data_dir / "vectors", collection=COLLECTION, dimension=384)
-        index.open()
-        try:
-            points = list(index.scroll())
-        finally:
-            index.close()
-        stores.points = {p.id: p.payload for p in points}
-        assert len(stores.points) == len(points), "the index returned a point id twice"
+    stores.points = _read_points(data_dir, COLLECTION)
+    stores.facts = _read_points(data_dir, FACTS)
     return stores
+
+
+def _read_points(data_dir: Path, collection: str) -> dict[str, TurnPayload]:
+    if not (data_dir / "vectors" / collection).is_dir():
+        return {}
+    index = EdgeIndex(data_dir / "vectors", collection=collection, dimension=384)
+    index.open()
+    try:
+        points = list(index.scroll())
+    finally:
+        index.close()
+    payloads = {p.id: p.payload for p in points}
+    assert len(payloads) == len(points), f"{collection} returned a point id twice"
+    return payloads
 
 
 def read_copy(data_dir: Path, into: Path) -> Stores:

@@ -9,7 +9,7 @@ Two outages, both against real servers with the real embedding model:
   embedded default with the same SQL database, whose backfill drains the outbox.
 
 Each ends with the server stopped and its files read directly: exactly one point per stored
-turn, with its content.
+turn, with its content, and the "remember this" said during the outage filed as a user fact.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.servers import RunningServer
 pytestmark = pytest.mark.slow
 
 DETAILS = [
-    "My passport number is X1234567.",
+    "Please remember this: my passport number is X1234567.",
     "We fly to Lisbon on the 3rd of May.",
     "My bicycle is a green Peugeot from 1987.",
     "The invoice for the garden work was 420 euros.",
@@ -63,6 +63,8 @@ def _check_embedded(data_dir: Path, turns: int) -> None:
     check_points(stores, settled=True)
     assert stores.turn_total == turns
     assert len(stores.points) == turns
+    # The explicit save said while tier 3 was down is a user fact now, and only it.
+    assert [(f.role, f.content) for f in stores.facts.values()] == [("user", DETAILS[0])]
 
 
 def test_index_folder_held_elsewhere_then_released_loses_nothing(

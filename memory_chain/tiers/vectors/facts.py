@@ -2,9 +2,18 @@
 
 Facts live in their own collection (the seed's ``user_facts``) with the same payload as turns
 (the turn that said "remember this"), so the same :class:`VectorIndex` backends serve them.
+
+A fact is a user turn that asks to be remembered (:data:`EXPLICIT_SAVE`). It is derived from
+the stored turn, so it is as durable as the turn: the tier-3 backfill files it while it embeds
+the turn from the outbox, and the turn leaves the outbox only once both are flushed. A
+"remember this" said while the vector store is down (or just before a crash) waits in tier 2
+with its turn, and a reindex or an import rebuilds the facts from the turns.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
 
 from langchain_core.embeddings import Embeddings
 
@@ -18,21 +27,50 @@ from memory_chain.tiers.vectors.index import (
     point_id,
 )
 
+#: User messages that ask to remember something.
+EXPLICIT_SAVE = re.compile(
+    r"\b(remember (this|that)|please remember|don'?t forget|do not forget|keep in mind|"
+    r"note (this|that) down|save this)\b",
+    re.IGNORECASE,
+)
+
+
+def is_explicit_save(turn: Turn) -> bool:
+    """Whether a turn is a user's request to remember something."""
+    return turn.role == "user" and EXPLICIT_SAVE.search(turn.content) is not None
+
 
 class UserFacts:
     """Stores and finds remembered facts per user.
 
     Args:
-        index: An opened index on the facts collection.
+        index: An index on the facts collection (opened by the caller).
         embeddings: The embedding model.
+        is_fact: Which turns are facts.
     """
 
-    def __init__(self, index: VectorIndex, embeddings: Embeddings) -> None:
+    def __init__(
+        self,
+        index: VectorIndex,
+        embeddings: Embeddings,
+        *,
+        is_fact: Callable[[Turn], bool] = is_explicit_save,
+    ) -> None:
         self.index = index
         self.embeddings = embeddings
+        self.is_fact = is_fact
 
-    def remember(self, user_id: str, turns: list[Turn]) -> int:
-        """Store turns as facts of ``user_id`` (idempotent per turn)."""
+    def remember(self, user_id: str, turns: list[Turn], *, flush: bool = True) -> int:
+        """Store turns as facts of ``user_id`` (idempotent per turn).
+
+        Args:
+            user_id: The owner.
+            turns: The turns to store (whether or not :attr:`is_fact` says so).
+            flush: Make them durable now; the backfill flushes once per settle instead.
+
+        Returns:
+            How many facts were stored.
+        """
         if not turns:
             return 0
         vectors = self.embeddings.embed_documents([turn.content for turn in turns])
@@ -55,7 +93,8 @@ class UserFacts:
                 for turn, vector in zip(turns, vectors, strict=True)
             ]
         )
-        self.index.flush()
+        if flush:
+            self.index.flush()
         return len(turns)
 
     def search(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:

@@ -4,7 +4,9 @@
 one forward pass per batch, upserts their points (deterministic ids, so a repeated batch
 overwrites rather than duplicates), and removes them from the outbox only once the index is
 flushed (:meth:`TurnIndexer.settle`). If the vector
-store is down, the batch stays queued and the next run embeds it.
+store is down, the batch stays queued and the next run embeds it. Turns that are user facts
+("remember this") are filed in the facts collection in the same batch, so they share the
+turns' durability.
 
 Example:
     >>> indexer = TurnIndexer(outbox, index, embeddings)  # doctest: +SKIP
@@ -25,6 +27,7 @@ from langchain_core.runnables.config import run_in_executor
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Turn
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, PendingTurn
+from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import (
     TurnPayload,
     VectorFilter,
@@ -67,6 +70,8 @@ class TurnIndexer:
         embeddings: The embedding model.
         batch_size: Turns per embedding batch.
         text_of: What text of a turn is embedded.
+        flush_interval: Least seconds between two background settles.
+        facts: The user-facts collection, filled with the facts among the embedded turns.
     """
 
     def __init__(
@@ -78,8 +83,10 @@ class TurnIndexer:
         batch_size: int = 64,
         text_of: Callable[[Turn], str] = embedding_text,
         flush_interval: float = 2.0,
+        facts: UserFacts | None = None,
     ) -> None:
         self.outbox = outbox
+        self.facts = facts
         self.index = index
         self.embeddings = embeddings
         self.batch_size = batch_size
@@ -87,6 +94,7 @@ class TurnIndexer:
         self.flush_interval = flush_interval
         # Embedded but not yet flushed: still queued in SQL, skipped by the next batches.
         self._unsettled: list[int] = []
+        self._facts_unflushed = False
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
         self._lock = threading.RLock()
@@ -104,7 +112,18 @@ class TurnIndexer:
                 for p, vector in zip(batch, vectors, strict=True)
             ]
         )
+        if self.facts is not None:
+            self._file_facts(self.facts, batch)
         self._unsettled.extend(p.turn_id for p in batch)
+
+    def _file_facts(self, facts: UserFacts, batch: list[PendingTurn]) -> None:
+        by_user: dict[str, list[Turn]] = {}
+        for pending in batch:
+            if facts.is_fact(pending.turn):
+                by_user.setdefault(pending.user_id, []).append(pending.turn)
+        for user_id, turns in by_user.items():
+            facts.remember(user_id, turns, flush=False)
+            self._facts_unflushed = True
 
     def settle(self, *, force: bool = True) -> int:
         """Flush the index, then remove the embedded turns from the outbox.
@@ -123,6 +142,9 @@ class TurnIndexer:
             if not force and time.monotonic() - self._last_flush < self.flush_interval:
                 return 0
             self.index.flush()
+            if self.facts is not None and self._facts_unflushed:
+                self.facts.index.flush()
+                self._facts_unflushed = False
             self.outbox.done(self._unsettled)
             settled = len(self._unsettled)
             self._unsettled = []
@@ -182,29 +204,35 @@ class TurnIndexer:
         """Rebuild tier 3 from tier 2: everything, one user's, or one conversation's turns.
 
         Points in scope are removed (the whole collection when no scope is given), every
-        turn in scope is queued again, and the queue is drained.
+        turn in scope is queued again, and the queue is drained. User facts are rebuilt
+        with them.
 
         Returns:
             How many turns were embedded.
         """
-        if user_id is None and conversation_id is None:
-            self.index.drop()
-            self.index.open()
-        else:
-            self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
+        indexes = [self.index] if self.facts is None else [self.index, self.facts.index]
+        for index in indexes:
+            if user_id is None and conversation_id is None:
+                index.drop()
+                index.open()
+            else:
+                index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
         queued = self.outbox.enqueue(user_id=user_id, conversation_id=conversation_id)
         logger.info("reindex: %d turns queued", queued)
         return self.drain(progress=progress)
 
     def forget(self, *, user_id: str | None, conversation_id: str | None = None) -> None:
-        """Remove the points of a deleted conversation (or user).
+        """Remove the points (and user facts) of a deleted conversation (or user).
 
         Call it after deleting the rows from tier 2: it waits for a running batch, so a
         batch that read the rows before they were deleted cannot leave points behind.
         """
         with self._lock:
             self.settle()
-            self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
+            scope = VectorFilter(user_id=user_id, conversation_id=conversation_id)
+            self.index.delete(scope)
+            if self.facts is not None:
+                self.facts.index.delete(scope)
 
     def try_drain(self) -> int:
         """:meth:`drain`, logging instead of raising (for background loops)."""

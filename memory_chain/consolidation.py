@@ -3,8 +3,8 @@
 Triggers (the seed's): every ``message_threshold`` unsummarized messages, a tier-1 buffer over
 ``token_limit`` tokens, the end of a conversation (:meth:`ConsolidationService.end`), an
 explicit save (a user message such as "remember this"; the tier-3 backfill files the message
-itself as a user fact, with its turn), and ``idle_seconds`` of silence (a background scan). :meth:`consolidate` is the
-manual trigger.
+itself as a user fact, with its turn), and ``idle_seconds`` of silence (a background scan).
+:meth:`consolidate` is the manual trigger.
 
 A consolidation summarizes the turns after the last summarized one with the summarization
 chain (retried with backoff), stores the range summary and the new running summary in one

@@ -13,6 +13,7 @@ from memory_chain.errors import ConversationNotFoundError, InvalidInputError, Sc
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.tiers.sql import SQLStore, create_sql_engine
 from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.search import TermStats, keyword_search
 
 
 def _snapshot(store: SQLStore) -> tuple[list[tuple[object, ...]], ...]:
@@ -391,3 +392,53 @@ def test_concurrent_processes_get_contiguous_turn_numbers(store: SQLStore, sql_u
     assert [t.turn_number for t in stored] == list(range(1, 4 * 8 * 5 * 2 + 1))
     for user_turn, reply in zip(stored[::2], stored[1::2], strict=True):
         assert reply.content == "reply " + user_turn.content
+
+
+def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
+    sqlite_store: SQLStore,
+) -> None:
+    """FTS5's BM25 gives such words an IDF of ~0: dropping them only saves their cost."""
+    for number in range(60):
+        words = ["weather"]  # in every turn: dropped
+        if number % 6 == 0:
+            # With the previous turn's words (the context column): a third of turns, kept.
+            words.append("apple")
+        if number in (7, 31):
+            words.append("lisbon lisbon")
+        sqlite_store.append_turns(
+            f"c{number % 4}", [NewTurn("user", " ".join(words) + f" item{number}")], user_id="u"
+        )
+    now = [0.0]
+    stats = TermStats(min_rows=10, ttl=60, clock=lambda: now[0])
+    query = "weather lisbon apple"
+
+    def search(term_stats: TermStats | None, text: str = query) -> list[tuple[str, int, float]]:
+        with sqlite_store.engine.connect() as conn:
+            hits = keyword_search(
+                conn, text, user_id="u", kinds=("turn",), limit=60, term_stats=term_stats
+            )
+        return [(h.conversation_id, h.turn_number or 0, h.score) for h in hits]
+
+    with sqlite_store.engine.connect() as conn:
+        assert stats.informative(conn, "turn", ["weather", "lisbon", "apple"]) == [
+            "lisbon",
+            "apple",
+        ]
+    full, pruned = search(None), search(stats)
+    informative = [hit for hit in full if hit[2] > 1e-3]
+    assert len(full) == 60  # every turn matches "weather", at a score of ~0
+    # 10 apple turns and their next ones, 2 lisbon turns and their next ones.
+    assert len(pruned) == len(informative) == 24
+    assert [hit[:2] for hit in pruned] == [hit[:2] for hit in informative]
+    assert [hit[2] for hit in pruned] == pytest.approx([hit[2] for hit in informative], abs=1e-4)
+    # A query of common words only keeps them.
+    assert len(search(stats, "weather")) == 60
+
+    # Counts are cached for `ttl` seconds: "apple" in most turns is dropped after that.
+    sqlite_store.append_turns(
+        "c9", [NewTurn("user", f"apple item{n}") for n in range(60)], user_id="u"
+    )
+    with sqlite_store.engine.connect() as conn:
+        assert stats.informative(conn, "turn", ["apple", "lisbon"]) == ["apple", "lisbon"]
+        now[0] = 61.0
+        assert stats.informative(conn, "turn", ["apple", "lisbon"]) == ["lisbon"]

@@ -5,12 +5,20 @@ FTS/``tsquery``/``LIKE`` metacharacters in user input are never interpreted. Wor
 and ranked (BM25 on SQLite, ``ts_rank_cd`` on PostgreSQL, matched-word count for LIKE), so a
 question such as "what did we say about FastAPI?" finds turns that mention FastAPI.
 Scores are "higher is better" in every backend.
+
+On SQLite, query words that occur in at least half of the indexed rows are dropped before
+the search (:class:`TermStats`): FTS5's BM25 clamps their IDF to ~0, so they change no
+ranking, yet scoring them reads their whole posting lists (bm25() counts every row that
+contains each query word, in the whole index, on every query).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, text
@@ -95,6 +103,79 @@ def scope_tokens(user_id: str | None, conversation_id: str | None) -> list[str]:
     return tokens
 
 
+class TermStats:
+    """Cached document frequencies of query words in the SQLite FTS5 indexes.
+
+    Counting the rows that contain a word costs as much as bm25()'s own count (it reads the
+    word's posting list), so counts are cached per word for ``ttl`` seconds, ``size`` words
+    at most. The row total is bounded from above by the table's largest rowid (one index
+    lookup): a word is only dropped when its count, at most ``ttl`` seconds old, is at least
+    half that bound, which implies FTS5's own IDF clamp.
+
+    Args:
+        ttl: Seconds a count is reused.
+        size: Words kept.
+        min_rows: Below this many rows every word is kept (counting would cost more than
+            it saves).
+        clock: Monotonic time source (tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float = 60.0,
+        size: int = 4096,
+        min_rows: int = 1_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.size = size
+        self.min_rows = min_rows
+        self.clock = clock
+        self._counts: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
+        """``words`` without those in at least half of the rows (all of them if none is left).
+
+        One statement reads the row bound and counts the words not cached.
+        """
+        table = _SOURCES[kind][0]
+        now = self.clock()
+        counts: dict[str, int] = {}
+        with self._lock:
+            for word in words:
+                cached = self._counts.get((kind, word))
+                if cached is not None and now - cached[0] < self.ttl:
+                    self._counts.move_to_end((kind, word))
+                    counts[word] = cached[1]
+        missing = [word for word in words if word not in counts]
+        selects = [f"(SELECT coalesce(max(id), 0) FROM {table})"] + [
+            f"(SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?)" for _ in missing
+        ]
+        row = connection.exec_driver_sql(
+            "SELECT " + ", ".join(selects),
+            tuple(f"{_SEARCHED[kind]} : {fts_phrase(word)}" for word in missing),
+        ).one()
+        bound = int(row[0])
+        with self._lock:
+            for word, count in zip(missing, row[1:], strict=True):
+                counts[word] = int(count)
+                self._counts[(kind, word)] = (now, int(count))
+                self._counts.move_to_end((kind, word))
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+        if bound < self.min_rows:
+            return list(words)
+        kept = [word for word in words if 2 * counts[word] < bound]
+        return kept or list(words)
+
+
+#: The FTS5 columns a query searches, per kind, and their bm25() weights (scope, then text).
+_SEARCHED: dict[Kind, str] = {"turn": "{body context}", "summary": "body"}
+_BM25_WEIGHTS: dict[Kind, str] = {"turn": "2.0, 0.0, 1.0", "summary": "1.0, 0.0"}
+
+
 def _sqlite_fts(
     kind: Kind,
     words: Sequence[str],
@@ -104,10 +185,8 @@ def _sqlite_fts(
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, columns = _SOURCES[kind]
     # Turns are also found by their previous turn's words (migration 0003), at half weight.
-    columns_searched, weights = (
-        ("{body context}", "2.0, 0.0, 1.0") if kind == "turn" else ("body", "1.0, 0.0")
-    )
-    match = f"{columns_searched} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
+    weights = _BM25_WEIGHTS[kind]
+    match = f"{_SEARCHED[kind]} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
     # The scope tokens narrow the search inside the index; the SQL conditions in `scope` stay
     # the authority on what a caller may see.
     for token in scope_tokens(user_id, conversation_id):
@@ -179,6 +258,7 @@ def keyword_search(
     kinds: Sequence[Kind] = ("turn", "summary"),
     limit: int = 10,
     use_fts: bool = True,
+    term_stats: TermStats | None = None,
 ) -> list[KeywordHit]:
     """Search turns and summaries by keyword.
 
@@ -190,6 +270,7 @@ def keyword_search(
         kinds: Which of turns and summaries to search.
         limit: Most hits per kind.
         use_fts: Use the full-text index (False falls back to LIKE).
+        term_stats: SQLite: drop the words in half of the rows or more, with these counts.
 
     Returns:
         Hits of each kind, best first, turns before summaries.
@@ -204,7 +285,10 @@ def keyword_search(
         if dialect == "postgresql":
             statement, extra = _postgres_fts(kind, words, scope)
         elif dialect == "sqlite" and use_fts:
-            statement, extra = _sqlite_fts(kind, words, scope, user_id, conversation_id)
+            searched = (
+                words if term_stats is None else term_stats.informative(connection, kind, words)
+            )
+            statement, extra = _sqlite_fts(kind, searched, scope, user_id, conversation_id)
         else:
             statement, extra = _like(kind, words, scope)
         rows = connection.execute(statement, {**params, **extra, "limit": limit}).all()

@@ -73,7 +73,7 @@ from memory_chain.tiers.sql.rows import (
     summary_from_row,
     turn_from_row,
 )
-from memory_chain.tiers.sql.search import Kind, keyword_search, sqlite_has_fts
+from memory_chain.tiers.sql.search import Kind, TermStats, keyword_search, sqlite_has_fts
 
 _STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
 
@@ -154,6 +154,7 @@ class SQLStore:
             threading.Lock() if self._dialect == "sqlite" else None
         )
         self._fts: bool | None = None
+        self._term_stats = TermStats()
 
     # -- writes -------------------------------------------------------------------------
 
@@ -488,6 +489,7 @@ class SQLStore:
                 kinds=kinds,
                 limit=limit,
                 use_fts=self._fts,
+                term_stats=self._term_stats,
             )
 
     @staticmethod

@@ -170,6 +170,13 @@ class MemorySettings(BaseSettings):
         description="API key -> user id (JSON). When set, every endpoint requires "
         "'Authorization: Bearer <key>' (or 'X-API-Key') and acts as that user.",
     )
+    proxy_api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description="API key -> namespace (JSON), for a trusted front end such as Open WebUI "
+        "that serves several users with one key: its requests act as "
+        "'<namespace>:<id>' from the X-OpenWebUI-User-Id (or X-User-Id) header, else as "
+        "'<namespace>'. When set, every endpoint requires a key, as with api_keys.",
+    )
     max_request_bytes: int = Field(
         default=8_000_000,
         ge=1_024,
@@ -184,7 +191,34 @@ class MemorySettings(BaseSettings):
     def _check(self) -> MemorySettings:
         if self.database_url is not None and not self.database_url.strip():
             raise ValueError("database_url is empty: unset it to use SQLite under data_dir")
+        self._check_keys()
         return self
+
+    def _check_keys(self) -> None:
+        from memory_chain.schemas import validate_id
+
+        for name, keys in (("api_keys", self.api_keys), ("proxy_api_keys", self.proxy_api_keys)):
+            for key, owner in keys.items():
+                if not key.strip():
+                    raise ValueError(f"{name} has an empty key")
+                validate_id(owner, f"{name} user id" if name == "api_keys" else f"{name} namespace")
+        both = self.api_keys.keys() & self.proxy_api_keys.keys()
+        if both:
+            raise ValueError("a key is in both api_keys and proxy_api_keys: give it one role")
+        for namespace in self.proxy_api_keys.values():
+            if ":" in namespace:
+                raise ValueError(f"proxy_api_keys namespace {namespace!r} contains ':'")
+            taken = [u for u in self.api_keys.values() if u.startswith(f"{namespace}:")]
+            if taken:
+                raise ValueError(
+                    f"api_keys user {taken[0]!r} is in the proxy namespace {namespace!r}: "
+                    "that proxy's users could then act as it; rename one"
+                )
+
+    @property
+    def keys_required(self) -> bool:
+        """Whether requests must present an API key."""
+        return bool(self.api_keys or self.proxy_api_keys)
 
     @property
     def sqlite_path(self) -> Path:

@@ -61,3 +61,21 @@ def test_sqlite_path_setting_and_env_file(tmp_path: Path) -> None:
 def test_bad_values_are_refused(field: str, value: object) -> None:
     with pytest.raises(ValidationError):
         MemorySettings(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ({"api_keys": {" ": "alice"}}, "empty key"),
+        ({"api_keys": {"k": "no spaces"}}, "invalid api_keys user id"),
+        ({"proxy_api_keys": {"k": "../x"}}, "invalid proxy_api_keys namespace"),
+        ({"proxy_api_keys": {"k": "web:ui"}}, "contains ':'"),
+        ({"api_keys": {"k": "alice"}, "proxy_api_keys": {"k": "webui"}}, "both"),
+        ({"api_keys": {"k": "webui:alice"}, "proxy_api_keys": {"p": "webui"}}, "namespace"),
+    ],
+)
+def test_key_settings_are_checked(keys: dict[str, dict[str, str]], says: str) -> None:
+    with pytest.raises(ValidationError, match=says):
+        MemorySettings(**keys)  # type: ignore[arg-type]
+    assert not MemorySettings().keys_required
+    assert MemorySettings(proxy_api_keys={"p": "webui"}).keys_required

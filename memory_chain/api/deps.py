@@ -1,9 +1,13 @@
 """FastAPI dependencies: the running services and the calling user.
 
-Without ``api_keys`` the server is single-tenant: the user comes from ``X-User-Id`` or Open
-WebUI's forwarded ``X-OpenWebUI-User-Id`` header, else ``default_user_id``. With ``api_keys``
-every request needs a key (``Authorization: Bearer <key>`` as the openai SDK sends, or
-``X-API-Key``), and the key alone decides the user: headers cannot impersonate anyone.
+Without keys the server is single-tenant: the user comes from ``X-User-Id`` or Open WebUI's
+forwarded ``X-OpenWebUI-User-Id`` header, else ``default_user_id``. With ``api_keys`` (or
+``proxy_api_keys``) every request needs a key (``Authorization: Bearer <key>`` as the openai
+SDK sends, or ``X-API-Key``). An ``api_keys`` key alone decides the user: headers cannot
+impersonate anyone. A ``proxy_api_keys`` key belongs to a trusted front end serving many
+users (Open WebUI): the user header names its user, inside the key's namespace
+(``<namespace>:<user>``), so a front end's users are kept apart from each other and can never
+act as a direct key's user or another front end's.
 """
 
 from __future__ import annotations
@@ -45,17 +49,41 @@ def resolve_user(request: Request, services: Services) -> str:
             422 for a malformed user header.
     """
     settings = services.settings
-    if settings.api_keys:
-        presented = _presented_key(request)
-        if presented:
-            for key, user_id in settings.api_keys.items():
-                if hmac.compare_digest(presented.encode(), key.encode()):
-                    return user_id
-        raise HTTPException(
-            status_code=401,
-            detail="missing or unknown API key: send 'Authorization: Bearer <key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    if not settings.keys_required:
+        return _header_user(request) or settings.default_user_id
+    presented = _presented_key(request)
+    if presented:
+        user_id = _match(presented, settings.api_keys)
+        if user_id is not None:
+            return user_id
+        namespace = _match(presented, settings.proxy_api_keys)
+        if namespace is not None:
+            forwarded = _header_user(request)
+            if forwarded is None:
+                return namespace
+            try:
+                return validate_id(f"{namespace}:{forwarded}", "user id")
+            except InvalidInputError as exc:
+                detail = f"the user header's id is too long once namespaced: {exc}"
+                raise HTTPException(status_code=422, detail=detail) from exc
+    raise HTTPException(
+        status_code=401,
+        detail="missing or unknown API key: send 'Authorization: Bearer <key>'",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def _match(presented: str, keys: dict[str, str]) -> str | None:
+    """The value of the key equal to ``presented`` (compared in constant time), or ``None``."""
+    found = None
+    for key, value in keys.items():
+        if hmac.compare_digest(presented.encode(), key.encode()):
+            found = value
+    return found
+
+
+def _header_user(request: Request) -> str | None:
+    """The user named by a user header, validated; ``None`` without one."""
     for header in USER_HEADERS:
         value = request.headers.get(header)
         if value:
@@ -63,7 +91,7 @@ def resolve_user(request: Request, services: Services) -> str:
                 return validate_id(value, f"user id in {header}")
             except InvalidInputError as exc:
                 raise HTTPException(status_code=422, detail=str(exc)) from exc
-    return settings.default_user_id
+    return None
 
 
 def current_user(request: Request, services: ServicesDep) -> str:

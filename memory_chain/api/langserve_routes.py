@@ -82,7 +82,7 @@ def config_modifier(required_conversation: bool) -> Any:
         configurable = dict(config.get("configurable") or {})
         user = resolve_user(request, services)
         asked_user = configurable.get("user_id")
-        if asked_user and not services.settings.api_keys:
+        if asked_user and not services.settings.keys_required:
             # Single-tenant (no keys): the client may name the user, as with X-User-Id.
             try:
                 user = validate_id(asked_user, "user id")

@@ -2,7 +2,9 @@
 
 Alice tells the assistant a secret code; bob then tries every endpoint on her conversation.
 Foreign conversations answer exactly like missing ones (404, never 403), alice's data is
-unchanged afterwards, and nothing bob can search returns her turns.
+unchanged afterwards, and nothing bob can search returns her turns. A trusted front end's
+key (``proxy_api_keys``, as Open WebUI would use) keeps its own users apart by their header,
+and none of them can reach alice.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ BOBS = "bob-garden"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, local_llm_url: str) -> Iterator[RunningServer]:
     data_dir = tmp_path_factory.mktemp("isolation") / "data"
-    env = server_env(data_dir, local_llm_url, api_keys={"key-a": "alice", "key-b": "bob"})
+    env = server_env(
+        data_dir,
+        local_llm_url,
+        api_keys={"key-a": "alice", "key-b": "bob"},
+        proxy_api_keys={"key-webui": "webui"},
+    )
     running = RunningServer(data_dir, env).start()
     yield running
     running.stop()
@@ -314,3 +321,37 @@ def test_x_api_key_works_like_a_bearer_key(
     )
     assert response.status_code == 200, response.text
     assert response.json() == alices_state["detail"]
+
+
+WEBUI = {"Authorization": "Bearer key-webui"}
+
+
+def _as_webui_user(user: str | None) -> dict[str, str]:
+    return {**WEBUI, "X-OpenWebUI-User-Id": user} if user else dict(WEBUI)
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_a_proxy_key_keeps_its_users_apart_by_header(server: RunningServer) -> None:
+    # Open WebUI's request: its one key, the user's and the chat's forwarded ids.
+    chat = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        json={"model": "memory", "messages": [{"role": "user", "content": "Say hello."}]},
+        headers={**_as_webui_user("u-1"), "X-OpenWebUI-Chat-Id": "webui-chat-1"},
+        timeout=TIMEOUT,
+    )
+    assert chat.status_code == 200, chat.text
+    path = f"{server.url}/v1/conversations/webui-chat-1"
+    mine = httpx.get(path, headers=_as_webui_user("u-1"), timeout=30)
+    assert mine.status_code == 200, mine.text
+    listed = httpx.get(f"{server.url}/v1/conversations", headers=_as_webui_user("u-1"), timeout=30)
+    assert [c["conversation_id"] for c in listed.json()] == ["webui-chat-1"]
+    # Another Open WebUI user, the key without a user, and alice's own key: not found.
+    for headers in (_as_webui_user("u-2"), _as_webui_user(None), ALICE):
+        _assert_not_found(httpx.get(path, headers=headers, timeout=30))
+    # The proxy's "alice" is webui:alice, not alice.
+    _assert_not_found(
+        httpx.get(f"{server.url}/v1/conversations/{ALICES}", headers=_as_webui_user("alice"))
+    )
+    too_long = httpx.get(path, headers=_as_webui_user("u" * 125), timeout=30)
+    assert too_long.status_code == 422, too_long.text
+    assert "too long once namespaced" in too_long.json()["detail"]

@@ -11,11 +11,21 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, status
 from langchain_core.runnables.config import run_in_executor
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
 from memory_chain.errors import ConversationNotFoundError
-from memory_chain.schemas import ID_PATTERN, ConversationInfo, MemoryItem, Summary, Turn
+from memory_chain.schemas import (
+    ID_PATTERN,
+    ConversationInfo,
+    MemoryItem,
+    NewTurn,
+    Role,
+    Summary,
+    TokenUsage,
+    Turn,
+    as_utc,
+)
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -124,6 +134,43 @@ class TurnsPage(BaseModel):
     next_after: int | None = Field(
         description="Pass as `after` for the next page; null at the end."
     )
+
+
+#: Most turns one request may add.
+MAX_TURNS_PER_REQUEST = 100
+
+
+class TurnIn(BaseModel):
+    """A turn to add."""
+
+    role: Role
+    content: str = Field(min_length=1, description="The message text (not empty).")
+    timestamp: datetime | None = Field(
+        default=None, description="When it was said (ISO 8601; UTC if no offset); default now."
+    )
+
+    @field_validator("timestamp")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return as_utc(value)
+        except OverflowError as exc:
+            raise ValueError("timestamp is out of range once converted to UTC") from exc
+
+
+class AddTurnsRequest(BaseModel):
+    """Turns to append to a conversation, in order."""
+
+    turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS_PER_REQUEST)
+
+
+class TurnsAdded(BaseModel):
+    """The stored turns, with the numbers tier 2 gave them."""
+
+    conversation_id: str
+    turns: list[TurnOut]
 
 
 class SearchRequest(BaseModel):
@@ -247,6 +294,32 @@ async def get_turns(
         turns=[TurnOut.of(t) for t in turns],
         next_after=turns[-1].turn_number if more else None,
     )
+
+
+@router.post(
+    "/{conversation_id}/turns",
+    response_model=TurnsAdded,
+    status_code=status.HTTP_201_CREATED,
+)
+async def add_turns(
+    conversation_id: ConversationId,
+    request: AddTurnsRequest,
+    services: ServicesDep,
+    user: CurrentUser,
+) -> TurnsAdded:
+    """Append turns without calling the LLM (log a chat held elsewhere, seed a memory).
+
+    The conversation is created for the caller if it does not exist. The turns go through the
+    same path as a chat's: tier 2 (one transaction: all or nothing), tier 1, the tier-3 queue,
+    and the consolidation triggers.
+    """
+    counts = services.manager.counter.count_many([turn.content for turn in request.turns])
+    new_turns = [
+        NewTurn(turn.role, turn.content, timestamp=turn.timestamp, tokens=TokenUsage(total=count))
+        for turn, count in zip(request.turns, counts, strict=True)
+    ]
+    stored = await services.manager.aadd_turns(conversation_id, user, new_turns)
+    return TurnsAdded(conversation_id=conversation_id, turns=[TurnOut.of(t) for t in stored])
 
 
 @router.post("/{conversation_id}/search", response_model=SearchResponse)

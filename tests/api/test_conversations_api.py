@@ -252,6 +252,44 @@ def test_end_schedules_a_consolidation(client: Client) -> None:
     assert detail["summary"]
 
 
+def test_turns_can_be_added_without_the_llm(client: Client) -> None:
+    logged = [
+        {
+            "role": "user",
+            "content": "Our wifi password is MARMALADE-42.",
+            "timestamp": "2025-05-01T09:00:00+02:00",
+        },
+        {"role": "assistant", "content": "Noted the wifi password."},
+        {"role": "system", "content": "Logged from the family tablet."},
+    ]
+    added = client.ok("POST", "/v1/conversations/logged/turns", json={"turns": logged})
+    assert added["conversation_id"] == "logged"
+    assert [(t["turn_number"], t["role"], t["content"]) for t in added["turns"]] == [
+        (n, turn["role"], turn["content"]) for n, turn in enumerate(logged, 1)
+    ]
+    assert added["turns"][0]["timestamp"].startswith("2025-05-01T07:00:00")  # stored in UTC
+    assert all(t["tokens"]["total"] > 0 for t in added["turns"])
+    more = client.ok(
+        "POST",
+        "/v1/conversations/logged/turns",
+        json={"turns": [{"role": "user", "content": "Thanks!"}]},
+    )
+    assert [t["turn_number"] for t in more["turns"]] == [4]
+    page = client.ok("GET", "/v1/conversations/logged/turns")
+    assert [t["content"] for t in page["turns"]] == [t["content"] for t in logged] + ["Thanks!"]
+    # The turns are memory like a chat's: searchable in tiers 2 and 3, used by the chat.
+    client.wait_for_backfill()
+    found = client.ok("POST", "/v1/conversations/logged/search", json={"query": "wifi password"})
+    sources = {
+        s for hit in found["results"] if "MARMALADE" in hit["content"] for s in hit["sources"]
+    }
+    assert {"tier2-turns", "tier3"} <= sources, found
+    assert (
+        "MARMALADE"
+        in client.chat("logged", "What is the wifi password? Answer with it only.").upper()
+    )
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 
@@ -369,3 +407,53 @@ def test_a_malformed_user_header_is_422(errors: Client, path: str) -> None:
     response = errors.http.get(path, headers={"X-User-Id": "../someone"})
     assert response.status_code == 422, response.text
     assert "user id" in response.json()["detail"]
+
+
+def _turn(content: object = "hello", role: object = "user", **extra: object) -> dict[str, object]:
+    return {"role": role, "content": content, **extra}
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"turns": []}, "at least 1"),
+        ({"turns": [_turn()] * 101}, "at most 100"),
+        ({}, "Field required"),
+        ({"turns": [_turn(role="tool")]}, "'user', 'assistant' or 'system'"),
+        ({"turns": [_turn(content="")]}, "at least 1 character"),
+        ({"turns": [_turn(content=5)]}, "valid string"),
+        ({"turns": [_turn(), _turn(content="a\x00b")]}, "NUL"),
+        ({"turns": [_turn(content="   ")]}, "empty"),
+        ({"turns": [_turn(timestamp="yesterday")]}, "datetime"),
+        ({"turns": [_turn(timestamp="0001-01-01T00:00:00+01:00")]}, "out of range"),
+    ],
+)
+def test_bad_turns_are_422_and_store_nothing(
+    errors: Client, body: dict[str, Any], says: str
+) -> None:
+    before = errors.ok("GET", "/v1/conversations/known/turns")
+    response = errors.http.post("/v1/conversations/known/turns", json=body)
+    assert response.status_code == 422, response.text
+    assert says in str(response.json()["detail"]), response.text
+    assert errors.ok("GET", "/v1/conversations/known/turns") == before
+    new = errors.http.post("/v1/conversations/never-written/turns", json=body)
+    assert new.status_code == 422, new.text
+    assert errors.http.get("/v1/conversations/never-written").status_code == 404
+
+
+def test_turns_cannot_be_added_to_another_users_conversation(
+    server: RunningServer, errors: Client
+) -> None:
+    before = errors.ok("GET", "/v1/conversations/known/turns")
+    with httpx.Client(base_url=server.url, headers={"X-User-Id": "intruder"}) as intruder:
+        response = intruder.post("/v1/conversations/known/turns", json={"turns": [_turn()]})
+    assert response.status_code == 404, response.text
+    assert "known" in response.json()["detail"]
+    assert errors.ok("GET", "/v1/conversations/known/turns") == before
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS)
+def test_adding_turns_to_a_malformed_id_is_422(errors: Client, bad_id: str) -> None:
+    response = errors.http.post(f"/v1/conversations/{bad_id}/turns", json={"turns": [_turn()]})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["path", "conversation_id"]

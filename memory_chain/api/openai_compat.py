@@ -5,33 +5,9 @@ The ``openai`` SDK and Open WebUI talk to memory_chain as to any OpenAI server (
 storage and consolidation triggers are the same as on ``/memory``. The requested model name is
 accepted and ignored: the configured chat model answers, and responses name it.
 
-Who and which conversation:
-    The user is decided as on every route (:func:`~memory_chain.api.deps.resolve_user`). The
-    conversation is, in order: the body's ``conversation_id`` field or an
-    ``X-Conversation-Id`` header; Open WebUI's forwarded ``X-OpenWebUI-Chat-Id``; otherwise
-    ``"oa-"`` and a hash of the user and the first user message, which stays the same while a
-    client resends the whole history. The id used is returned in ``X-Conversation-Id``.
-
-What is stored:
-    Clients resend the whole history each turn; only the last message (the user's) is new.
-    The user and assistant messages before it are compared with the stored turns
-    (whitespace-insensitive):
-
-    * the history is what is stored: the chain stores the new message and the reply;
-    * the history starts with what is stored and goes on (a chat begun elsewhere, a reply
-      the client kept after a dropped stream): the missing turns are stored first, then the
-      chain runs;
-    * the message repeats the last stored exchange (a retry, Open WebUI's *regenerate*): a
-      reply is generated from memory without that exchange and nothing is stored;
-    * otherwise the history diverged (edited messages, another branch): nothing of it is
-      stored or rewritten, since memory is append-only; the chain answers with memory and
-      stores the new message and the reply.
-
-    System, developer and tool messages are not stored and do not reach the model (the chain
-    has its own system message). Open WebUI's background tasks (title, tags, follow-ups,
-    search queries: one user message starting with ``### Task:``) are answered by the chat
-    model without memory and stored nowhere. ``temperature``, ``max_tokens`` and ``user`` are
-    accepted and ignored (the server's settings apply).
+Which conversation a request belongs to and which of its messages are stored is decided in
+:mod:`memory_chain.api.openai_history`; the request and response bodies are in
+:mod:`memory_chain.api.openai_bodies`.
 
 Errors have OpenAI's shape plus the API's usual ``detail``:
 ``{"error": {"message", "type", "param", "code"}, "detail": message}``. A stream that fails
@@ -40,7 +16,6 @@ after it started ends with an ``{"error": ...}`` event and ``[DONE]``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -62,20 +37,35 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
-from pydantic import BaseModel, ConfigDict, Field
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
 from memory_chain.api.errors import status_of
+from memory_chain.api.openai_bodies import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ChatMessage,
+    Choice,
+    ErrorBody,
+    ModelCard,
+    ModelList,
+    ReplyMessage,
+    Usage,
+)
+from memory_chain.api.openai_history import (
+    ParsedChat,
+    Said,
+    conversation_of,
+    parse_messages,
+    plan_history,
+)
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
+from memory_chain.errors import ConversationNotFoundError, MemoryChainError
 from memory_chain.messages import message_text
-from memory_chain.schemas import ID_PATTERN, NewTurn, Turn, validate_id, validate_new_turns
+from memory_chain.schemas import NewTurn, validate_new_turns
 from memory_chain.services import Services
 
 logger = logging.getLogger(__name__)
 
-#: Open WebUI's background-task prompts (title, tags, follow-ups, queries) start with this.
-OPENWEBUI_TASK_PREFIX = "### Task:"
 #: The ``created`` of the model card: when this process loaded the module (stable per run).
 _STARTED = int(time.time())
 _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 503: "service_unavailable"}
@@ -138,22 +128,6 @@ class _OpenAIErrors(APIRoute):
         return route
 
 
-class ErrorDetail(BaseModel):
-    """What went wrong."""
-
-    message: str
-    type: str
-    param: str | None = None
-    code: int
-
-
-class ErrorBody(BaseModel):
-    """An error response."""
-
-    error: ErrorDetail
-    detail: str
-
-
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in [
@@ -165,261 +139,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=_OpenAIErrors)
-
-
-# -- request and response bodies ------------------------------------------------------------
-
-
-class ContentPart(BaseModel):
-    """A part of a message's content; only text parts are read."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-    text: str | None = None
-
-
-class ChatMessage(BaseModel):
-    """One message of the history."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The message's text (text parts joined by newlines)."""
-        if self.content is None or isinstance(self.content, str):
-            return self.content or ""
-        return "\n".join(part.text or "" for part in self.content if part.type == "text")
-
-
-class StreamOptions(BaseModel):
-    """Streaming options."""
-
-    include_usage: bool = False
-
-
-class ChatCompletionRequest(BaseModel):
-    """OpenAI's chat completion request, plus ``conversation_id``."""
-
-    model: str | None = Field(default=None, description="Accepted; the configured model answers.")
-    messages: list[ChatMessage] = Field(min_length=1, description="The history; the last is new.")
-    stream: bool | None = False
-    stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, description="Ignored.")
-    max_tokens: int | None = Field(default=None, description="Ignored.")
-    max_completion_tokens: int | None = Field(default=None, description="Ignored.")
-    n: int | None = Field(default=None, ge=1, le=1, description="Only one choice.")
-    user: str | dict[str, Any] | None = Field(
-        default=None, description="Ignored: the user comes from the API key or X-User-Id."
-    )
-    conversation_id: str | None = Field(
-        default=None,
-        pattern=f"^{ID_PATTERN.pattern}$",
-        description="The conversation (else X-Conversation-Id, X-OpenWebUI-Chat-Id, derived).",
-    )
-
-
-class ModelCard(BaseModel):
-    """A model, as OpenAI lists it."""
-
-    id: str
-    object: Literal["model"] = "model"
-    created: int
-    owned_by: str = "memory_chain"
-
-
-class ModelList(BaseModel):
-    """The models this server answers with (one)."""
-
-    object: Literal["list"] = "list"
-    data: list[ModelCard]
-
-
-class Usage(BaseModel):
-    """Token counts as the model reported them."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class ReplyMessage(BaseModel):
-    """The assistant's reply."""
-
-    role: Literal["assistant"] = "assistant"
-    content: str
-    refusal: str | None = None
-
-
-class Choice(BaseModel):
-    """The one choice of a completion."""
-
-    index: int = 0
-    message: ReplyMessage
-    logprobs: None = None
-    finish_reason: Literal["stop", "length"]
-
-
-class ChatCompletion(BaseModel):
-    """A ``chat.completion`` object."""
-
-    id: str
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int
-    model: str
-    system_fingerprint: str | None = None
-    choices: list[Choice]
-    usage: Usage
-
-
-# -- conversation and history ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Said:
-    """A user or assistant message, compared without regard to whitespace."""
-
-    role: str
-    text: str
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What two messages must share to be the same."""
-        return self.role, " ".join(self.text.split())
-
-    @classmethod
-    def of(cls, turn: Turn) -> Said:
-        """From a stored turn."""
-        return cls(turn.role, turn.content)
-
-
-@dataclass(frozen=True)
-class HistoryPlan:
-    """What to do with a request's history.
-
-    Attributes:
-        action: ``"append"`` (in sync), ``"import"`` (store ``missing`` first), ``"repeat"``
-            (answer, store nothing) or ``"diverged"`` (store only the new exchange).
-        missing: Turns the client has and the server lacks (for ``"import"``).
-    """
-
-    action: Literal["append", "import", "repeat", "diverged"]
-    missing: tuple[Said, ...] = ()
-
-
-def _keys(messages: Sequence[Said]) -> list[tuple[str, str]]:
-    return [message.key for message in messages]
-
-
-def plan_history(
-    history: Sequence[Said], stored: Sequence[Said], stored_count: int, new_text: str
-) -> HistoryPlan:
-    """Compare the client's history with the stored turns (see the module docstring).
-
-    Args:
-        history: The user and assistant messages before the new one.
-        stored: The stored turns: all of them when ``stored_count <= len(history)``, else at
-            least the last four.
-        stored_count: How many turns are stored.
-        new_text: The new user message.
-
-    Returns:
-        The plan.
-    """
-    complete = len(stored) == stored_count
-    if complete and _keys(history) == _keys(stored):
-        return HistoryPlan("append")
-    if (
-        stored_count >= 2
-        and stored[-2].key == Said("user", new_text).key
-        and stored[-1].role == "assistant"
-    ):
-        before, before_count = stored[:-2], stored_count - 2
-        overlap = min(len(history), len(before), 2)
-        if (before_count == 0 and not history) or (
-            overlap > 0 and _keys(history[-overlap:]) == _keys(before[-overlap:])
-        ):
-            return HistoryPlan("repeat")
-    if complete and len(history) > stored_count and _keys(history[:stored_count]) == _keys(stored):
-        return HistoryPlan("import", tuple(history[stored_count:]))
-    return HistoryPlan("diverged")
-
-
-def derived_conversation_id(user_id: str, first_user_message: str) -> str:
-    """The conversation of a client that names none: stable while it resends the history."""
-    seed = f"{user_id}\x1f{' '.join(first_user_message.split())}"
-    return "oa-" + hashlib.sha256(seed.encode()).hexdigest()[:32]
-
-
-def conversation_of(
-    request: Request, body: ChatCompletionRequest, user_id: str, first_user_message: str
-) -> str:
-    """The conversation a request belongs to (see the module docstring).
-
-    Raises:
-        InvalidInputError: If ``X-Conversation-Id`` is malformed.
-    """
-    if body.conversation_id:
-        return body.conversation_id
-    header = request.headers.get("x-conversation-id")
-    if header:
-        return validate_id(header, "conversation id in X-Conversation-Id")
-    chat_id = request.headers.get("x-openwebui-chat-id")
-    if chat_id:
-        if ID_PATTERN.fullmatch(chat_id):
-            return chat_id
-        logger.warning("ignoring a malformed X-OpenWebUI-Chat-Id %r", chat_id[:80])
-    return derived_conversation_id(user_id, first_user_message)
-
-
-@dataclass(frozen=True)
-class ParsedChat:
-    """A request's messages, split."""
-
-    new_text: str
-    history: tuple[Said, ...]
-    first_user_text: str
-    is_task: bool
-
-
-def parse_messages(messages: Sequence[ChatMessage]) -> ParsedChat:
-    """Split the messages into the new user message and the user/assistant history.
-
-    Raises:
-        InvalidInputError: If the last message is not a user message with text, or a
-            message is not valid Unicode.
-    """
-    for index, message in enumerate(messages):
-        try:
-            message.text.encode()
-        except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800"): no store takes it
-            raise InvalidInputError(
-                f"messages.{index}: the text is not valid Unicode (a lone surrogate at "
-                f"character {exc.start}): send UTF-8 text"
-            ) from exc
-    last = messages[-1]
-    if last.role != "user":
-        raise InvalidInputError(
-            f"the last message has role {last.role!r}: end with the user's new message "
-            "(role 'user'); this server does not run tools or continue assistant messages"
-        )
-    new_text = last.text
-    if not new_text.strip():
-        raise InvalidInputError("the last user message has no text: send some text")
-    history = tuple(
-        Said(message.role, message.text)
-        for message in messages[:-1]
-        if message.role in ("user", "assistant") and message.text.strip()
-    )
-    first_user = next((said.text for said in history if said.role == "user"), new_text)
-    is_task = new_text.lstrip().startswith(OPENWEBUI_TASK_PREFIX) and not any(
-        said.role == "assistant" for said in history
-    )
-    return ParsedChat(new_text, history, first_user, is_task)
 
 
 # -- replies --------------------------------------------------------------------------------

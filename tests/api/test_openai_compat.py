@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessageChunk
 from openai import OpenAI
 
 from memory_chain.api import create_app
-from memory_chain.api.openai_compat import (
+from memory_chain.api.openai_history import (
     Said,
     derived_conversation_id,
     plan_history,

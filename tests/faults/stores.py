@@ -1,4 +1,4 @@
-"""Read what a memory_chain server left on disk: its SQLite database and embedded index.
+"""Read what a memory_chain server left: its SQLite (or PostgreSQL) database, embedded index.
 
 The fault tests read the stores of a stopped (or killed) server directly, with ``sqlite3``
 and the embedded index, rather than through the API of the process under test. A killed
@@ -12,9 +12,13 @@ import shutil
 import sqlite3
 import subprocess
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine
 
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.index import TurnPayload, point_id
@@ -63,36 +67,48 @@ class Stores:
         return sum(len(turns) for turns in self.turns.values())
 
 
-def read_stores(data_dir: Path) -> Stores:
-    """Read ``data_dir`` (no server may run on it)."""
+def read_stores(data_dir: Path, database_url: str | None = None) -> Stores:
+    """Read ``data_dir`` (no server may run on it), and tier 2 at ``database_url`` if given."""
     stores = Stores()
-    db = sqlite3.connect(data_dir / "memory.db")
-    try:
-        turns: dict[str, list[StoredTurn]] = defaultdict(list)
-        for row in db.execute(
-            "SELECT id, conversation_id, turn_number, role, content FROM conversation_turns "
-            "ORDER BY conversation_id, turn_number"
-        ):
-            turns[row[1]].append(StoredTurn(row[0], row[2], row[3], row[4]))
-        stores.turns = dict(turns)
-        for cid, count, summary in db.execute(
-            "SELECT conversation_id, turn_count, summary FROM conversations"
-        ):
-            stores.turn_counts[cid] = count
-            stores.running_summaries[cid] = summary
-        ranges: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for cid, start, end in db.execute(
-            "SELECT conversation_id, turn_range_start, turn_range_end "
-            "FROM conversation_summaries ORDER BY conversation_id, turn_range_start"
-        ):
-            ranges[cid].append((start, end))
-        stores.summary_ranges = dict(ranges)
-        stores.outbox = {row[0] for row in db.execute("SELECT turn_id FROM embedding_outbox")}
-    finally:
-        db.close()
+    if database_url is None:
+        db = sqlite3.connect(data_dir / "memory.db")
+        try:
+            _read_sql(stores, lambda sql: db.execute(sql).fetchall())
+        finally:
+            db.close()
+    else:
+        engine = create_engine(database_url)
+        try:
+            with engine.connect() as conn:
+                _read_sql(stores, lambda sql: [tuple(row) for row in conn.exec_driver_sql(sql)])
+        finally:
+            engine.dispose()
     stores.points = _read_points(data_dir, COLLECTION)
     stores.facts = _read_points(data_dir, FACTS)
     return stores
+
+
+def _read_sql(stores: Stores, rows: Callable[[str], list[Any]]) -> None:
+    turns: dict[str, list[StoredTurn]] = defaultdict(list)
+    for row in rows(
+        "SELECT id, conversation_id, turn_number, role, content FROM conversation_turns "
+        "ORDER BY conversation_id, turn_number"
+    ):
+        turns[row[1]].append(StoredTurn(row[0], row[2], row[3], row[4]))
+    stores.turns = dict(turns)
+    for cid, count, summary in rows(
+        "SELECT conversation_id, turn_count, summary FROM conversations"
+    ):
+        stores.turn_counts[cid] = count
+        stores.running_summaries[cid] = summary
+    ranges: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for cid, start, end in rows(
+        "SELECT conversation_id, turn_range_start, turn_range_end "
+        "FROM conversation_summaries ORDER BY conversation_id, turn_range_start"
+    ):
+        ranges[cid].append((start, end))
+    stores.summary_ranges = dict(ranges)
+    stores.outbox = {row[0] for row in rows("SELECT turn_id FROM embedding_outbox")}
 
 
 def _read_points(data_dir: Path, collection: str) -> dict[str, TurnPayload]:
@@ -109,11 +125,12 @@ def _read_points(data_dir: Path, collection: str) -> dict[str, TurnPayload]:
     return payloads
 
 
-def read_copy(data_dir: Path, into: Path) -> Stores:
+def read_copy(data_dir: Path, into: Path, database_url: str | None = None) -> Stores:
     """Copy a killed server's database and turns index into ``into``, read them, delete them.
 
     The index's files are sparse (~150 MB apparent, a few MB used): ``cp --sparse=always``
-    keeps the copy small.
+    keeps the copy small. A PostgreSQL database (``database_url``) is read where it is: its
+    own server recovered it when the connections dropped.
     """
     into.mkdir(parents=True)
     try:
@@ -125,7 +142,7 @@ def read_copy(data_dir: Path, into: Path) -> Stores:
             subprocess.run(
                 ["cp", "-a", "--sparse=always", str(index), str(into / "vectors")], check=True
             )
-        return read_stores(into)
+        return read_stores(into, database_url)
     finally:
         shutil.rmtree(into)
 

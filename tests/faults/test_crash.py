@@ -14,6 +14,9 @@ disjoint ranges, and every turn the outbox settled present in the index with its
 At the end (clients stopped, backfill settled, graceful stop) the stored turns are exactly
 what the clients were acknowledged (a retried message was stored once), nothing is queued,
 and the index holds exactly one point per stored turn.
+
+It runs on SQLite (the default, 20 kills) and on PostgreSQL (tier 2 in a real PostgreSQL
+server, which outlives the killed process; 12 kills).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from tests.servers import RunningServer
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 KILLS = 20
+#: Tier 2's durability is PostgreSQL's own there; these kills test our transaction
+#: boundaries, outbox and summaries on the second dialect (fewer, to keep CI short).
+KILLS_POSTGRES = 12
 CLIENTS = 3
 SUMMARY_DELAY = 0.8
 MODES = ("random", "consolidation", "embedding")
@@ -132,9 +138,11 @@ def _wait(condition: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
-def _check_after_kill(stores_dir: Path, server: RunningServer, clients: list[ChatClient]) -> int:
+def _check_after_kill(
+    stores_dir: Path, server: RunningServer, clients: list[ChatClient], database_url: str | None
+) -> int:
     """Check a copy of the killed server's files; how many points are not settled yet."""
-    stores = read_copy(server.data_dir, stores_dir)
+    stores = read_copy(server.data_dir, stores_dir, database_url)
     check_sql(stores)
     unsettled = check_points(stores, settled=False)
     # Read the clients after the files: every acknowledgement was stored before the kill.
@@ -150,16 +158,21 @@ def _check_after_kill(stores_dir: Path, server: RunningServer, clients: list[Cha
 
 
 def test_sigkill_under_load_loses_and_duplicates_nothing(
-    tmp_path: Path, fake_llm: FakeOllama, make_server: Callable[..., RunningServer]
+    tmp_path: Path, fake_llm: FakeOllama, make_server: Callable[..., RunningServer], sql_url: str
 ) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     print(f"fault seed {seed}")
     fake_llm.summary_delay = SUMMARY_DELAY
+    # SQLite: the default file under the data folder. PostgreSQL: a fresh database.
+    database_url = None if sql_url.startswith("sqlite") else sql_url
+    kill_count = KILLS if database_url is None else KILLS_POSTGRES
+    extra = {} if database_url is None else {"database_url": database_url}
     server = make_server(
         tmp_path / "data",
         memory_tier2_summary_threshold=4,
         memory_tier1_keep_after_consolidation=2,
+        **extra,
     )
     clients = [ChatClient(f"crash-{n}") for n in range(CLIENTS)]
     stop, abort = threading.Event(), threading.Event()
@@ -175,7 +188,7 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(
     kills: list[Kill] = []
     start_times: list[float] = []
     try:
-        for number in range(KILLS):
+        for number in range(kill_count):
             ready = time.monotonic()
             mode = MODES[number % len(MODES)]
             queued = 0
@@ -196,7 +209,7 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(
             in_flight = fake_llm.summaries_in_flight > 0
             server.kill()
             uptime = time.monotonic() - ready
-            unsettled = _check_after_kill(tmp_path / f"kill{number}", server, clients)
+            unsettled = _check_after_kill(tmp_path / f"kill{number}", server, clients, database_url)
             kills.append(Kill(mode, uptime, in_flight, queued, unsettled))
             begin = time.monotonic()
             server.start()
@@ -210,7 +223,7 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(
     finally:
         abort.set()  # the clients are done by now, unless the test failed
     server.stop()
-    final = read_stores(server.data_dir)
+    final = read_stores(server.data_dir, database_url)
     check_sql(final)
     check_points(final, settled=True)
     for client in clients:
@@ -236,7 +249,7 @@ def test_sigkill_under_load_loses_and_duplicates_nothing(
     )
     for kill in kills:
         print(f"  {kill}")
-    assert len(kills) >= 20
+    assert len(kills) == kill_count
     assert acked_turns == final.turn_total > 0
     assert summaries > 0
     assert during_summary >= 3, "too few kills landed during a consolidation"

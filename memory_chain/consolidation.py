@@ -43,6 +43,12 @@ logger = logging.getLogger(__name__)
 THRESHOLD_REASONS = frozenset({"messages", "tokens"})
 
 
+#: Finished runs remembered (for callers that wait on them) before the oldest are dropped.
+_KEEP_FINISHED = 1_024
+#: Locks that serialize consolidations of one conversation (two may share a stripe).
+_LOCK_STRIPES = 64
+
+
 class ConsolidationError(MemoryChainError):
     """The summarization chain kept failing; the buffer was left as it was."""
 
@@ -105,9 +111,12 @@ class ConsolidationService:
         self.sleep = sleep
         self.failures = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="consolidation")
+        # The last run per conversation; finished ones are dropped past _KEEP_FINISHED entries.
         self._pending: dict[str, Future[Summary | None]] = {}
         self._pending_lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
+        self._prune_above = _KEEP_FINISHED
+        # Striped per-conversation locks: bounded, whatever the number of conversations.
+        self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
         self._stop = threading.Event()
         self._scanner: threading.Thread | None = None
 
@@ -174,6 +183,9 @@ class ConsolidationService:
                 return pending
             future = self._executor.submit(self._run, conversation_id, user_id, reason)
             self._pending[conversation_id] = future
+            if len(self._pending) > self._prune_above:
+                self._pending = {c: f for c, f in self._pending.items() if not f.done()}
+                self._prune_above = max(_KEEP_FINISHED, 2 * len(self._pending))
             return future
 
     def _run(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
@@ -200,8 +212,7 @@ class ConsolidationService:
                 stored and tier 1 was not pruned.
             ConversationNotFoundError: If the conversation does not exist for ``user_id``.
         """
-        lock = self._locks.setdefault(conversation_id, threading.Lock())
-        with lock:
+        with self._locks[hash(conversation_id) % len(self._locks)]:
             stored: Summary | None = None
             first = self.store.get_conversation(conversation_id, user_id=user_id)
             # Summarize up to where the conversation stood when the run began: a conversation

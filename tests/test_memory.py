@@ -269,6 +269,17 @@ def test_explicit_save_goes_to_user_facts_across_conversations(memory: Any) -> N
 # -- idempotency, retries, no prune before store ------------------------------------------------
 
 
+def test_bookkeeping_stays_bounded_over_many_conversations(memory: Any) -> None:
+    """A long-running server consolidates ever new conversations: no per-conversation leak."""
+    _, service, _ = memory
+    for burst in range(10):
+        futures = [service.schedule(f"c{burst}-{n}", "ana", "manual") for n in range(500)]
+        for future in futures:
+            assert future.result(timeout=60) is None  # no such conversation: nothing to do
+    assert len(service._pending) <= 2_048  # of 5,000 conversations
+    assert len(service._locks) == 64
+
+
 def test_concurrent_consolidations_write_one_summary(memory: Any) -> None:
     manager, service, summarizer = memory
     summarizer.delay = 0.05

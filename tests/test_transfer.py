@@ -96,7 +96,9 @@ def _fill(store: SQLStore) -> None:
     ]
     store.append_turns("trip", trip[:4], user_id="ana")
     store.append_turns(
-        "work", [NewTurn("user", "Remind me about the quarterly report")], user_id="ana"
+        "work",
+        [NewTurn("user", "Don't forget: the quarterly report is due Friday.")],
+        user_id="ana",
     )
     store.append_turns("trip", trip[4:], user_id="ana")
     store.add_summary(
@@ -186,6 +188,10 @@ def test_round_trip_is_exact_and_rebuilds_tier3(
         assert hits[0].payload.turn_number == 5
         assert hits[0].payload.timestamp == T0 + timedelta(minutes=4, microseconds=28)
         assert services.vectors.index.search(vector, VectorFilter(user_id="nobody"), 3) == []
+        # User facts are derived from the turns: the imported "don't forget" is one again.
+        assert services.vectors.facts is not None
+        facts = list(services.vectors.facts.index.scroll())
+        assert [(f.payload.user_id, f.payload.conversation_id) for f in facts] == [("ana", "work")]
         # Tier 2's keyword index (FTS triggers) sees imported turns too.
         keyword = services.store.search("Rex", user_id="bob")
         assert [hit.conversation_id for hit in keyword if hit.kind == "turn"] == ["bob-1", "bob-1"]

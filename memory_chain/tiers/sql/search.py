@@ -9,7 +9,8 @@ Scores are "higher is better" in every backend.
 On SQLite, query words that occur in at least half of the indexed rows are dropped before
 the search (:class:`TermStats`): FTS5's BM25 clamps their IDF to ~0, so they change no
 ranking, yet scoring them reads their whole posting lists (bm25() counts every row that
-contains each query word, in the whole index, on every query).
+contains each query word, in the whole index, on every query). A query of such words only
+finds the rows that contain any of them, newest first, unranked (score 0).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ class TermStats:
         self._lock = threading.Lock()
 
     def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
-        """``words`` without those in at least half of the rows (all of them if none is left).
+        """``words`` without those in at least half of the rows (may be none of them).
 
         One statement reads the row bound and counts the words not cached.
         """
@@ -167,8 +168,7 @@ class TermStats:
                 self._counts.popitem(last=False)
         if bound < self.min_rows:
             return list(words)
-        kept = [word for word in words if 2 * counts[word] < bound]
-        return kept or list(words)
+        return [word for word in words if 2 * counts[word] < bound]
 
 
 #: The FTS5 columns a query searches, per kind, and their bm25() weights (scope, then text).
@@ -182,10 +182,14 @@ def _sqlite_fts(
     scope: str,
     user_id: str | None,
     conversation_id: str | None,
+    *,
+    rank: bool = True,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, columns = _SOURCES[kind]
     # Turns are also found by their previous turn's words (migration 0003), at half weight.
-    weights = _BM25_WEIGHTS[kind]
+    # Unranked (every word in half of the rows: BM25 would score them all ~0): newest first.
+    score = f"-bm25({table}_fts, {_BM25_WEIGHTS[kind]})" if rank else "0.0"
+    order = "score DESC" if rank else "rowid DESC"
     match = f"{_SEARCHED[kind]} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
     # The scope tokens narrow the search inside the index; the SQL conditions in `scope` stay
     # the authority on what a caller may see.
@@ -196,11 +200,11 @@ def _sqlite_fts(
     # the stranger's rows (the result is then short, never wrong).
     sql = (
         f"SELECT {columns}, m.score FROM ("
-        f"SELECT rowid, -bm25({table}_fts, {weights}) AS score FROM {table}_fts "
-        f"WHERE {table}_fts MATCH :match ORDER BY score DESC LIMIT :limit) m "
+        f"SELECT rowid, {score} AS score FROM {table}_fts "
+        f"WHERE {table}_fts MATCH :match ORDER BY {order} LIMIT :limit) m "
         f"JOIN {table} t ON t.id = m.rowid "
         "JOIN conversations c ON c.conversation_id = t.conversation_id "
-        f"WHERE 1 = 1{scope} ORDER BY m.score DESC"
+        f"WHERE 1 = 1{scope} ORDER BY m.score DESC, t.id DESC"
     )
     return _typed(kind, sql), {"match": match}
 
@@ -270,7 +274,8 @@ def keyword_search(
         kinds: Which of turns and summaries to search.
         limit: Most hits per kind.
         use_fts: Use the full-text index (False falls back to LIKE).
-        term_stats: SQLite: drop the words in half of the rows or more, with these counts.
+        term_stats: SQLite: drop the words in half of the rows or more, with these counts
+            (a query of nothing else is answered newest first, unranked).
 
     Returns:
         Hits of each kind, best first, turns before summaries.
@@ -285,10 +290,17 @@ def keyword_search(
         if dialect == "postgresql":
             statement, extra = _postgres_fts(kind, words, scope)
         elif dialect == "sqlite" and use_fts:
-            searched = (
+            informative = (
                 words if term_stats is None else term_stats.informative(connection, kind, words)
             )
-            statement, extra = _sqlite_fts(kind, searched, scope, user_id, conversation_id)
+            statement, extra = _sqlite_fts(
+                kind,
+                informative or words,
+                scope,
+                user_id,
+                conversation_id,
+                rank=bool(informative),
+            )
         else:
             statement, extra = _like(kind, words, scope)
         rows = connection.execute(statement, {**params, **extra, "limit": limit}).all()

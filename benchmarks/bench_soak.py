@@ -29,9 +29,12 @@ queued turns: the embedding lag; tier-1 conversations) are sampled; the curve is
 every ``--table-every`` turns, with its heap (``RssAnon``) and mapped-file (``RssFile``)
 parts. When the clients stop, the backfill is left to drain (sampled every 5 s). Verdict (a
 heuristic, printed with its figures): memory is "bounded" when the heap grew by at most
-max(5 %, 25 MB) over the second half of the turns (mapped files grow with the data and the
-kernel can drop them; VmRSS is printed too). A sample of
-conversations is read back and checked for contiguous turn numbers.
+max(5 %, 25 MB) over the second half of the turns, once the embedded index's own data is
+taken out (its heap per point is measured afterwards by ``bench_index_memory.py``, in a
+process of its own, for as many points: the ids and payload indexes it keeps in RAM grow with
+what is stored, not with requests). Mapped files grow with the data and the kernel can drop
+them; VmRSS is printed too. A sample of conversations is read back and checked for
+contiguous turn numbers. ``--rejudge FILE`` recomputes the verdict of a saved ``--json`` run.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -209,8 +213,17 @@ async def soak(settings: Settings, url: str, pid: int, started: float) -> dict[s
     }
 
 
-def bounded(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """RSS growth over the second half of the turns (the heuristic verdict)."""
+def bounded(
+    samples: list[dict[str, Any]], index_mb_per_1k_points: float | None = None
+) -> dict[str, Any]:
+    """Heap growth over the second half of the turns, less the vector index's (the verdict).
+
+    Args:
+        samples: The run's samples.
+        index_mb_per_1k_points: The embedded index's own heap per 1,000 points
+            (``bench_index_memory.py``): the data it keeps in RAM, which grows with what is
+            stored; ``None`` leaves it in.
+    """
     last = samples[-1]
     half_turns = last["turns"] / 2
     middle = min(samples, key=lambda s: abs(s["turns"] - half_turns))
@@ -218,13 +231,21 @@ def bounded(samples: list[dict[str, Any]]) -> dict[str, Any]:
     allowed = max(0.05 * middle["rss_mb"], 25.0)
     peak = max(s["rss_mb"] for s in samples)
     anon_growth = None
+    index_growth = None
     if last.get("anon_mb") is not None and middle.get("anon_mb") is not None:
         anon_growth = last["anon_mb"] - middle["anon_mb"]
         # The heap is what a leak grows; mapped files grow with the data and can be dropped.
         growth, allowed = anon_growth, max(0.05 * middle["anon_mb"], 25.0)
+        if index_mb_per_1k_points is not None:
+            # One point per turn: what the index keeps for the turns added in the second half.
+            index_growth = index_mb_per_1k_points * (last["turns"] - middle["turns"]) / 1000
+            growth = anon_growth - index_growth
     return {
         "verdict_on": "heap (RssAnon)" if anon_growth is not None else "RSS",
         "anon_second_half_growth_mb": anon_growth,
+        "index_second_half_growth_mb": index_growth,
+        "index_mb_per_1k_points": index_mb_per_1k_points,
+        "growth_judged_mb": growth,
         "rss_mb_at_half": middle["rss_mb"],
         "rss_mb_at_end": last["rss_mb"],
         "rss_mb_peak": peak,
@@ -232,6 +253,25 @@ def bounded(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "allowed_growth_mb": allowed,
         "bounded": growth <= allowed,
     }
+
+
+def index_memory(points: int) -> float | None:
+    """The embedded index's heap per 1,000 points, from ``bench_index_memory.py``."""
+    script = Path(__file__).with_name("bench_index_memory.py")
+    done = subprocess.run(
+        [
+            *(sys.executable, str(script), "--points", str(points)),
+            *("--step", str(max(points // 20, 100)), "--json", "-"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        print(f"bench_index_memory.py failed: {done.stderr[-500:]}", file=sys.stderr)
+        return None
+    slope: float = json.loads(done.stdout)["heap_mb_per_1k_points"]
+    return slope
 
 
 def run(settings: Settings) -> dict[str, Any]:
@@ -251,7 +291,6 @@ def run(settings: Settings) -> dict[str, Any]:
                 progress(f"server up (pid {pid}), RSS {server_rss_mb(pid):.0f} MB", started)
                 result = asyncio.run(soak(settings, server.url, pid, started))
                 result["rss_mb_after_drain"] = server_rss_mb(pid)
-                result["bounded"] = bounded(result["samples"] + result["drain"]["samples"][1:])
                 result["data_mb"] = sum(
                     f.stat().st_size for f in (folder / "data").rglob("*") if f.is_file()
                 ) / (1024 * 1024)
@@ -259,8 +298,35 @@ def run(settings: Settings) -> dict[str, Any]:
                 server.stop()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    # With the server gone: the embedded index's own heap for as many points, in a process
+    # of its own, to tell the data the index keeps in RAM from a leak.
+    progress("measuring the embedded index's heap per point (bench_index_memory.py)", started)
+    slope = index_memory(result["turns_stored"])
+    result["bounded"] = bounded(result["samples"] + result["drain"]["samples"][1:], slope)
     result["seconds"] = time.perf_counter() - started
     return result
+
+
+def verdict_lines(b: dict[str, Any]) -> list[str]:
+    """The memory verdict, with its figures."""
+    heap, index = b["anon_second_half_growth_mb"], b.get("index_second_half_growth_mb")
+    lines = [
+        f"  RSS at half {b['rss_mb_at_half']:.0f} MB, at end {b['rss_mb_at_end']:.0f} MB, peak "
+        f"{b['rss_mb_peak']:.0f} MB; second-half growth: RSS "
+        f"{b['second_half_growth_mb']:+.0f} MB"
+        + (f", heap (RssAnon) {heap:+.0f} MB" if heap is not None else "")
+    ]
+    if index is not None:
+        lines.append(
+            f"  of which the embedded index's data ({b['index_mb_per_1k_points']:.2f} MB per "
+            f"1,000 points, bench_index_memory.py) {index:+.0f} MB; the rest "
+            f"{b['growth_judged_mb']:+.0f} MB"
+        )
+    lines.append(
+        f"  {b['verdict_on']} allowed {b['allowed_growth_mb']:.0f} MB: "
+        + ("bounded" if b["bounded"] else "NOT BOUNDED")
+    )
+    return lines
 
 
 def report(result: dict[str, Any], settings: Settings) -> list[str]:
@@ -301,16 +367,7 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
     )
     if result["stopped_early"]:
         lines.append(f"  STOPPED EARLY after --max-seconds {settings.max_seconds:g}")
-    b = result["bounded"]
-    heap = b["anon_second_half_growth_mb"]
-    lines.append(
-        f"  RSS at half {b['rss_mb_at_half']:.0f} MB, at end {b['rss_mb_at_end']:.0f} MB, peak "
-        f"{b['rss_mb_peak']:.0f} MB; second-half growth: RSS "
-        f"{b['second_half_growth_mb']:+.0f} MB"
-        + (f", heap (RssAnon) {heap:+.0f} MB" if heap is not None else "")
-        + f"; {b['verdict_on']} allowed {b['allowed_growth_mb']:.0f} MB: "
-        + ("bounded" if b["bounded"] else "NOT BOUNDED")
-    )
+    lines.extend(verdict_lines(result["bounded"]))
     check = result["contiguity_sample"]
     lines.append(
         f"  read back {len(check['problems']) or 'no'} problems in a sample of "
@@ -340,7 +397,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--backfill-timeout", type=float, help="longest wait for the backfill to drain (900 s)"
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--rejudge", type=Path, help="recompute the memory verdict of a saved --json run"
+    )
     args = parser.parse_args(argv)
+    if args.rejudge:
+        saved = json.loads(args.rejudge.read_text(encoding="utf-8"))["results"]
+        slope = index_memory(saved["turns_stored"])
+        for line in verdict_lines(bounded(saved["samples"] + saved["drain"]["samples"][1:], slope)):
+            print(line)
+        return 0
 
     settings = Settings(quick=args.quick)
     if args.quick:

@@ -257,10 +257,8 @@ class MemoryManager:
         self.buffer.invalidate(conversation_id)
         if deleted and self.tier3 is not None:
             try:
+                # Its points and user facts (the indexer files both).
                 self.tier3.indexer.forget(user_id=user_id, conversation_id=conversation_id)
-                facts = self.tier3.facts
-                if facts is not None and facts is not self.tier3.indexer.facts:
-                    facts.forget(user_id, conversation_id)
             except MemoryChainError as exc:
                 # The rows are gone; stray points are filtered out of results by
                 # conversation and removed by the next reindex.

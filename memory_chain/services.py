@@ -92,9 +92,8 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     facts = UserFacts(facts_index, embeddings)
     # User facts are filed by the backfill with their turns: as durable as the turns.
     indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)
-    # The facts collection is opened with the turns' one: if the store is down at start-up,
-    # the worker opens both once it is back (user facts were never searchable otherwise).
-    worker = BackfillWorker(indexer, also_open=(facts_index,))
+    # If the store is down at start-up, the worker opens both collections once it is back.
+    worker = BackfillWorker(indexer)
     try:
         index.open()
         facts_index.open()
@@ -107,7 +106,6 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
         embeddings=embeddings,
         indexer=indexer,
         worker=worker,
-        facts=facts,
         backend=backend,
     )
 

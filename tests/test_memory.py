@@ -81,7 +81,6 @@ def memory(
         index=index,
         embeddings=embeddings,
         indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts),
-        facts=facts,
     )
     manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
     summarizer = ScriptedSummarizer()

@@ -100,7 +100,3 @@ class UserFacts:
     def search(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
         """The user's facts most similar to ``vector`` (cosine, higher is more similar)."""
         return self.index.search(vector, VectorFilter(user_id=user_id), k)
-
-    def forget(self, user_id: str, conversation_id: str | None = None) -> None:
-        """Remove the facts of a conversation (or all of a user's)."""
-        self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))

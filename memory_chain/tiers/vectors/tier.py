@@ -21,7 +21,6 @@ class Tier3:
         embeddings: The embedding model.
         indexer: Moves queued turns into ``index``.
         worker: Runs ``indexer`` in the background (``None``: callers drain explicitly).
-        facts: The ``user_facts`` collection (``None``: explicit saves keep only the turn).
         backend: A human-readable name of the engine, for logs and ``/health``.
     """
 
@@ -29,8 +28,12 @@ class Tier3:
     embeddings: Embeddings
     indexer: TurnIndexer
     worker: BackfillWorker | None = None
-    facts: UserFacts | None = None
     backend: str = ""
+
+    @property
+    def facts(self) -> UserFacts | None:
+        """The ``user_facts`` collection, filled by ``indexer`` (``None``: no user facts)."""
+        return self.indexer.facts
 
     def notify(self) -> None:
         """New turns are queued."""

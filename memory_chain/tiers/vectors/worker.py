@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 
 from memory_chain.errors import MemoryChainError
-from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 
 logger = logging.getLogger(__name__)
@@ -28,8 +26,6 @@ class BackfillWorker:
         max_backoff: Longest wait after failures, in seconds.
         warm_up: Load the embedding model when the thread starts, so the first request
             that needs it does not pay for loading.
-        also_open: Other indexes of the same store (the user-facts collection), opened
-            with the indexer's when that could not be done at start-up.
     """
 
     def __init__(
@@ -39,10 +35,8 @@ class BackfillWorker:
         interval: float = 5.0,
         max_backoff: float = 60.0,
         warm_up: bool = True,
-        also_open: Sequence[VectorIndex] = (),
     ) -> None:
         self.indexer = indexer
-        self.also_open = tuple(also_open)
         self.interval = interval
         self.max_backoff = max_backoff
         self.warm_up = warm_up
@@ -83,11 +77,15 @@ class BackfillWorker:
             logger.warning("could not settle embedded turns (they stay queued): %s", exc)
 
     def run_once(self) -> int:
-        """Open the indexes if needed and drain the outbox; raises on failure."""
+        """Open the indexes if needed and drain the outbox; raises on failure.
+
+        The user-facts collection is opened with the turns' one: if the store was down at
+        start-up, both open once it is back.
+        """
         if not self.index_open:
             self.indexer.index.open()
-            for index in self.also_open:
-                index.open()
+            if self.indexer.facts is not None:
+                self.indexer.facts.index.open()
             self.index_open = True
         done = self.indexer.drain(settle=False)
         self.indexer.settle(force=False)

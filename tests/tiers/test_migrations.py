@@ -157,6 +157,45 @@ def test_turns_are_found_by_the_previous_turns_words(tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_turns_are_found_by_the_next_turns_words(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.schemas import NewTurn
+    from memory_chain.tiers.sql import SQLStore
+
+    path = tmp_path / "memory.db"
+    engine = create_sql_engine(f"sqlite:///{path}")
+    upgrade(engine, "0003")
+    store = SQLStore(engine)
+    store.append_turns("trip", [NewTurn("user", "Any plans for the summer?")], user_id="ana")
+    store.append_turns("trip", [NewTurn("assistant", "Kayaking in Norway.")], user_id="ana")
+    upgrade(engine)  # 0004 indexes existing turns with their next turn
+    assert _turn_matches(path, "next:kayaking") == [1]
+    # A new turn fills its predecessor's next column, within and across append_turns calls.
+    store.append_turns(
+        "trip", [NewTurn("user", "Wow, Norway!"), NewTurn("assistant", "Fjords.")], user_id="ana"
+    )
+    assert _turn_matches(path, "next:wow") == [2]
+    assert _turn_matches(path, "next:fjords") == [3]
+    # Editing a turn re-indexes it and both neighbours' columns.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE conversation_turns SET content = 'Sailing.' WHERE id = 2"))
+    assert _turn_matches(path, "next:sailing") == [1]
+    assert _turn_matches(path, "context:sailing") == [3]
+    assert _turn_matches(path, "next:kayaking") == []
+    # The search ranks a turn's own words above its neighbours'.
+    hits = store.search("sailing", user_id="ana", kinds=("turn",))
+    assert [h.turn_number for h in hits] == [2, 3, 1]
+    downgrade(engine, "0003")
+    assert _turn_matches(path, "context:sailing") == [3]
+    assert _turn_matches(path, "body:sailing") == [2]
+    upgrade(engine)
+    assert store.delete_conversation("trip", user_id="ana")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM conversation_turns_fts").fetchone() == (0,)
+    engine.dispose()
+
+
 def test_context_migration_indexes_existing_turns_and_downgrades(tmp_path: Path) -> None:
     from memory_chain.schemas import NewTurn
     from memory_chain.tiers.sql import SQLStore

@@ -118,6 +118,9 @@ def selects(where: VectorFilter, payload: TurnPayload) -> bool:
         and (where.roles is None or payload.role in where.roles)
         and (where.since is None or payload.timestamp >= as_utc(where.since))
         and (where.until is None or payload.timestamp <= as_utc(where.until))
+        and (
+            where.ids is None or point_id(payload.conversation_id, payload.turn_number) in where.ids
+        )
     )
 
 
@@ -221,6 +224,20 @@ FILTERS = {
         until=(T0 + timedelta(minutes=61)).replace(tzinfo=None),
     ),
     "everything": VectorFilter("u1", "c1", ("assistant",), T0, T0 + timedelta(minutes=4)),
+    # Point ids: another user's id and an id of no point are ignored; none matches nothing.
+    "point ids": VectorFilter(
+        "u1",
+        ids=(
+            point_id("c1", 1),
+            point_id("c2", 4),
+            point_id("c3", 2),
+            "9a1f6b6e-0000-4000-8000-000000000000",
+        ),
+    ),
+    "point ids and roles": VectorFilter(
+        "u1", roles=("user",), ids=(point_id("c1", 1), point_id("c1", 2))
+    ),
+    "no point ids": VectorFilter("u1", ids=()),
 }
 
 
@@ -237,6 +254,14 @@ def test_filters_restrict_search_count_and_scroll(index: VectorIndex, name: str)
     assert all(selects(where, h.payload) for h in hits)
     assert index.count(where) == len(expected)
     assert ids(index.scroll(where)) == expected
+
+
+def test_point_ids_must_be_uuids(index: VectorIndex) -> None:
+    index.upsert(standard_points())
+    with pytest.raises(InvalidInputError, match="not a UUID"):
+        index.search([1.0] * DIM, VectorFilter("u1", ids=("turn-1",)), 3)
+    with pytest.raises(InvalidInputError, match="not one string"):
+        index.search([1.0] * DIM, VectorFilter("u1", ids=point_id("c1", 1)), 3)  # type: ignore[arg-type]
 
 
 def test_count_with_and_without_filters(index: VectorIndex) -> None:

@@ -171,9 +171,88 @@ class TermStats:
         return [word for word in words if 2 * counts[word] < bound]
 
 
-#: The FTS5 columns a query searches, per kind, and their bm25() weights (scope, then text).
-_SEARCHED: dict[Kind, str] = {"turn": "{body context}", "summary": "body"}
-_BM25_WEIGHTS: dict[Kind, str] = {"turn": "2.0, 0.0, 1.0", "summary": "1.0, 0.0"}
+class ScopeStats:
+    """How many of one user's (or one conversation's) turns contain each word, cached.
+
+    Semantic search embeds the query whole, and an embedding cannot discount a word the way
+    BM25's IDF does: a word found in most of the searched turns (a name that opens every
+    message, a topic the user always talks about) pulls every turn that mentions it to the
+    top. :meth:`common` names such words so that they can be left out of the query that is
+    embedded. Counts come from the turns' FTS5 index (SQLite only) and are kept for ``ttl``
+    seconds, ``size`` entries at most.
+
+    Args:
+        ttl: Seconds a count is reused.
+        size: Counts kept.
+        clock: Monotonic time source (tests).
+    """
+
+    def __init__(
+        self, *, ttl: float = 60.0, size: int = 4096, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl = ttl
+        self.size = size
+        self.clock = clock
+        self._counts: OrderedDict[tuple[tuple[str, ...], str], tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def common(
+        self,
+        connection: Connection,
+        words: Sequence[str],
+        *,
+        user_id: str | None,
+        conversation_id: str | None,
+        share: float,
+        min_rows: int,
+    ) -> set[str]:
+        """The ``words`` found in at least ``share`` of the scope's turns.
+
+        None when the scope has fewer than ``min_rows`` turns (shares of a few turns say
+        little). One statement counts the scope and the words not cached.
+        """
+        scope = tuple(scope_tokens(user_id, conversation_id))
+        if not scope or not words:
+            return set()
+        now = self.clock()
+        wanted = ["", *words]  # "" stands for the scope's row count
+        counts: dict[str, int] = {}
+        with self._lock:
+            for word in wanted:
+                cached = self._counts.get((scope, word))
+                if cached is not None and now - cached[0] < self.ttl:
+                    self._counts.move_to_end((scope, word))
+                    counts[word] = cached[1]
+        missing = [word for word in wanted if word not in counts]
+        if missing:
+            in_scope = " AND ".join(f"scope : {fts_phrase(token)}" for token in scope)
+            matches = [
+                in_scope if not word else f"{in_scope} AND body : {fts_phrase(word)}"
+                for word in missing
+            ]
+            selects = [
+                "(SELECT count(*) FROM conversation_turns_fts WHERE conversation_turns_fts MATCH ?)"
+                for _ in missing
+            ]
+            row = connection.exec_driver_sql("SELECT " + ", ".join(selects), tuple(matches)).one()
+            with self._lock:
+                for word, count in zip(missing, row, strict=True):
+                    counts[word] = int(count)
+                    self._counts[(scope, word)] = (now, int(count))
+                    self._counts.move_to_end((scope, word))
+                while len(self._counts) > self.size:
+                    self._counts.popitem(last=False)
+        total = counts[""]
+        if total < min_rows:
+            return set()
+        return {word for word in words if counts[word] >= share * total}
+
+
+#: The FTS5 columns a query searches, per kind, and their bm25() weights, in column order:
+#: a turn's own words, its scope tokens (never ranked), the previous turn's words (migration
+#: 0003) and the next turn's (migration 0004).
+_SEARCHED: dict[Kind, str] = {"turn": "{body context next}", "summary": "body"}
+_BM25_WEIGHTS: dict[Kind, str] = {"turn": "2.0, 0.0, 1.0, 0.5", "summary": "1.0, 0.0"}
 
 
 def _sqlite_fts(
@@ -186,7 +265,7 @@ def _sqlite_fts(
     rank: bool = True,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, columns = _SOURCES[kind]
-    # Turns are also found by their previous turn's words (migration 0003), at half weight.
+    # Turns are also found by their neighbours' words (migrations 0003, 0004), at lower weight.
     # Unranked (every word in half of the rows: BM25 would score them all ~0): newest first.
     score = f"-bm25({table}_fts, {_BM25_WEIGHTS[kind]})" if rank else "0.0"
     order = "score DESC" if rank else "rowid DESC"

@@ -73,7 +73,14 @@ from memory_chain.tiers.sql.rows import (
     summary_from_row,
     turn_from_row,
 )
-from memory_chain.tiers.sql.search import Kind, TermStats, keyword_search, sqlite_has_fts
+from memory_chain.tiers.sql.search import (
+    Kind,
+    ScopeStats,
+    TermStats,
+    keyword_search,
+    query_words,
+    sqlite_has_fts,
+)
 
 _STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
 
@@ -155,6 +162,7 @@ class SQLStore:
         )
         self._fts: bool | None = None
         self._term_stats = TermStats()
+        self._scope_stats = ScopeStats()
 
     # -- writes -------------------------------------------------------------------------
 
@@ -490,6 +498,37 @@ class SQLStore:
                 limit=limit,
                 use_fts=self._fts,
                 term_stats=self._term_stats,
+            )
+
+    def common_words(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        conversation_id: str | None = None,
+        share: float = 0.3,
+        min_rows: int = 50,
+    ) -> set[str]:
+        """The query's words found in at least ``share`` of the scope's turns.
+
+        The scope is the user's turns, or one conversation's. Counted in the turns' full-text
+        index (:class:`.search.ScopeStats`); on PostgreSQL and without FTS5, none.
+        """
+        words = query_words(query)
+        if self._dialect != "sqlite" or not words:
+            return set()
+        with storage_errors(), self.engine.connect() as conn:
+            if self._fts is None:
+                self._fts = sqlite_has_fts(conn)
+            if not self._fts:
+                return set()
+            return self._scope_stats.common(
+                conn,
+                words,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                share=share,
+                min_rows=min_rows,
             )
 
     @staticmethod

@@ -37,6 +37,7 @@ from memory_chain.errors import (
     VectorStoreUnavailableError,
 )
 from memory_chain.tiers.vectors.index import (
+    HasIds,
     Match,
     VectorFilter,
     VectorHit,
@@ -370,6 +371,8 @@ def _to_filter(where: VectorFilter | None) -> qe.Filter | None:
             values = list(condition.values)
             match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(values)
             must.append(qe.FieldCondition(condition.key, match=match))
+        elif isinstance(condition, HasIds):
+            must.append(qe.HasIdCondition(set(condition.ids)))
         else:
             window = qe.RangeDateTime(
                 gte=condition.gte.isoformat() if condition.gte else None,

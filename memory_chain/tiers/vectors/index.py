@@ -97,7 +97,8 @@ class VectorFilter:
 
     ``user_id`` is required for searches: tier 3 never searches across users. ``roles`` is a
     tuple of role names (an empty tuple matches nothing); ``since`` and ``until`` are
-    inclusive, naive values are taken as UTC.
+    inclusive, naive values are taken as UTC; ``ids`` keeps only these point ids (ids of
+    points that do not exist are ignored; an empty tuple matches nothing).
     """
 
     user_id: str | None
@@ -105,6 +106,7 @@ class VectorFilter:
     roles: tuple[str, ...] | None = None
     since: datetime | None = None
     until: datetime | None = None
+    ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,13 @@ class Match:
 
 
 @dataclass(frozen=True, slots=True)
+class HasIds:
+    """A point condition: its id is one of ``ids``."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TimeRange:
     """A payload condition: ``key`` (a timestamp) within ``gte..lte``, in UTC, inclusive."""
 
@@ -124,11 +133,14 @@ class TimeRange:
     lte: datetime | None
 
 
-def filter_conditions(where: VectorFilter | None) -> list[Match | TimeRange]:
+Condition = Match | TimeRange | HasIds
+
+
+def filter_conditions(where: VectorFilter | None) -> list[Condition]:
     """The conditions a filter stands for, in engine-neutral form (all must hold)."""
     if where is None:
         return []
-    conditions: list[Match | TimeRange] = []
+    conditions: list[Condition] = []
     if where.user_id is not None:
         conditions.append(Match("user_id", (where.user_id,)))
     if where.conversation_id is not None:
@@ -145,6 +157,10 @@ def filter_conditions(where: VectorFilter | None) -> list[Match | TimeRange]:
                 as_utc(where.until) if where.until else None,
             )
         )
+    if where.ids is not None:
+        if isinstance(where.ids, str):
+            raise InvalidInputError("ids must be a sequence of point ids, not one string")
+        conditions.append(HasIds(tuple(check_point_id(value) for value in where.ids)))
     return conditions
 
 

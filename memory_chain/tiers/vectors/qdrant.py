@@ -30,6 +30,7 @@ from memory_chain.errors import (
     VectorStoreUnavailableError,
 )
 from memory_chain.tiers.vectors.index import (
+    HasIds,
     Match,
     VectorFilter,
     VectorHit,
@@ -388,6 +389,8 @@ def _to_filter(where: VectorFilter | None) -> models.Filter | None:
                 else models.MatchAny(any=values)
             )
             must.append(models.FieldCondition(key=condition.key, match=match))
+        elif isinstance(condition, HasIds):
+            must.append(models.HasIdCondition(has_id=list(condition.ids)))
         else:
             window = models.DatetimeRange(gte=condition.gte, lte=condition.lte)
             must.append(models.FieldCondition(key=condition.key, range=window))

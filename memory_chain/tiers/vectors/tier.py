@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.tiers.vectors.facts import UserFacts
-from memory_chain.tiers.vectors.index import VectorIndex
+from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.worker import BackfillWorker
 
@@ -34,6 +34,19 @@ class Tier3:
     def facts(self) -> UserFacts | None:
         """The ``user_facts`` collection, filled by ``indexer`` (``None``: no user facts)."""
         return self.indexer.facts
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query's vector (the model that embedded the turns)."""
+        return self.embeddings.embed_query(text)
+
+    def search(self, vector: list[float], where: VectorFilter, k: int) -> list[VectorHit]:
+        """The ``k`` turns most similar to ``vector`` among those ``where`` selects."""
+        return self.index.search(vector, where, k)
+
+    def search_facts(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
+        """The user's remembered facts most similar to ``vector`` (none without facts)."""
+        facts = self.facts
+        return [] if facts is None else facts.search(user_id, vector, k)
 
     def notify(self) -> None:
         """New turns are queued."""

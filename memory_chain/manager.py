@@ -3,9 +3,11 @@
 Writes go SQL first (the source of truth, with the turn queued for tier 3 in the same
 transaction), then tier 1, then the backfill is woken and consolidation triggers are checked
 (consolidation itself runs in the background). Reads build one :class:`MemoryContext`: tier-1
-recent turns, the tier-2 running summary, tier-2 keyword hits and tier-3 semantic hits (and
-the user's remembered facts), fused by reciprocal rank, deduplicated by (conversation, turn),
-with turns already in the recent window dropped.
+recent turns, the tier-2 running summary, and the items :class:`MemorySearch
+<memory_chain.retrieval.search.MemorySearch>` finds (tier-2 keyword hits, tier-3 semantic hits
+and the user's remembered facts, fused by score, deduplicated by (conversation, turn)), with
+turns already in the recent window left out. Every read path (chat, search endpoint,
+LangServe retriever, evaluation) goes through :meth:`MemoryManager.find`.
 
 Example:
     >>> manager = MemoryManager(store, TurnBuffer(), tier3=tier3)  # doctest: +SKIP
@@ -17,10 +19,9 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -28,28 +29,15 @@ from langchain_core.runnables.config import run_in_executor
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.messages import to_message, to_new_turns
-from memory_chain.schemas import (
-    KeywordHit,
-    MemoryContext,
-    MemoryItem,
-    NewTurn,
-    Turn,
-    validate_id,
-)
+from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
+from memory_chain.schemas import MemoryContext, NewTurn, Turn, validate_id
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import summarized_through
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
-
-#: Reciprocal rank fusion constant: damps the head of each list (the usual 60; 20 fused
-#: best on LoCoMo, where the head of each list matters most).
-RRF_K = 20
-
-RetrievalMode = Literal["hybrid", "dense", "keyword"]
 
 
 class TurnListener(Protocol):
@@ -58,126 +46,6 @@ class TurnListener(Protocol):
     def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
         """Turns were stored."""
         ...
-
-
-@dataclass
-class RetrievalSettings:
-    """How much memory a request gets.
-
-    Attributes:
-        keyword_k: Tier-2 keyword candidates per kind (turns, summaries) before fusion.
-        semantic_k: Tier-3 semantic candidates before fusion (20 and 20 fused best on LoCoMo:
-            deeper lists let middling items found by both outrank the head of one).
-        facts_k: Remembered facts.
-        max_items: Items kept after fusion.
-        scope: Search the ``"user"``'s conversations or only the ``"conversation"``.
-        mode: ``"hybrid"`` fuses tier-2 keyword and tier-3 semantic hits; ``"dense"`` and
-            ``"keyword"`` use one of them.
-        keyword_weight: Weight of tier-2 keyword turn hits in the fusion (semantic hits
-            weigh 1; on LoCoMo BM25 with the previous turn's context out-ranks MiniLM).
-    """
-
-    keyword_k: int = 20
-    semantic_k: int = 20
-    facts_k: int = 3
-    max_items: int = 8
-    scope: str = "user"
-    mode: RetrievalMode = "hybrid"
-    keyword_weight: float = 1.5
-
-
-@dataclass
-class _Fused:
-    item: MemoryItem
-    score: float = 0.0
-    sources: list[str] = field(default_factory=list)
-
-
-def _turn_key(conversation_id: str, turn_number: int) -> tuple[str, str, int]:
-    return ("turn", conversation_id, turn_number)
-
-
-def fuse(
-    ranked_lists: dict[str, list[MemoryItem]],
-    *,
-    exclude: set[Any],
-    limit: int,
-    weights: dict[str, float] | None = None,
-) -> list[MemoryItem]:
-    """Weighted reciprocal rank fusion of ranked lists, deduplicated by item key.
-
-    Args:
-        ranked_lists: Source name → items, best first.
-        exclude: Keys to drop (turns already in the recent window).
-        limit: Items to keep.
-        weights: Source name → weight (1 for sources not named).
-
-    Returns:
-        Items by fused score, best first, each listing the sources that found it.
-    """
-    fused: dict[Any, _Fused] = {}
-    for source, items in ranked_lists.items():
-        weight = (weights or {}).get(source, 1.0)
-        for rank, item in enumerate(items):
-            key = item_key(item)
-            if key in exclude:
-                continue
-            entry = fused.setdefault(key, _Fused(item))
-            entry.score += weight / (RRF_K + rank + 1)
-            entry.sources.append(source)
-    best = sorted(fused.values(), key=lambda entry: entry.score, reverse=True)[:limit]
-    return [
-        MemoryItem(
-            tier=entry.item.tier,
-            kind=entry.item.kind,
-            conversation_id=entry.item.conversation_id,
-            content=entry.item.content,
-            timestamp=entry.item.timestamp,
-            score=entry.score,
-            turn_number=entry.item.turn_number,
-            role=entry.item.role,
-            turn_range=entry.item.turn_range,
-            sources=tuple(entry.sources),
-        )
-        for entry in best
-    ]
-
-
-def item_key(item: MemoryItem) -> tuple[Any, ...]:
-    """The identity of an item: turns by (conversation, turn) whichever tier found them."""
-    if item.kind == "turn" and item.turn_number is not None:
-        return _turn_key(item.conversation_id, item.turn_number)
-    if item.kind == "summary" and item.turn_range is not None:
-        return ("summary", item.conversation_id, item.turn_range[0])
-    return (item.kind, item.conversation_id, item.turn_number, item.content)
-
-
-def _keyword_item(hit: KeywordHit) -> MemoryItem:
-    return MemoryItem(
-        tier="tier2",
-        kind=hit.kind,
-        conversation_id=hit.conversation_id,
-        content=hit.text,
-        timestamp=hit.timestamp,
-        score=hit.score,
-        turn_number=hit.turn_number,
-        role=hit.role,
-        turn_range=hit.turn_range,
-    )
-
-
-def _vector_item(hit: VectorHit, tier: str) -> MemoryItem:
-    payload = hit.payload
-    return MemoryItem(
-        tier="facts" if tier == "facts" else "tier3",
-        kind="fact" if tier == "facts" else "turn",
-        conversation_id=payload.conversation_id,
-        content=payload.content,
-        timestamp=payload.timestamp,
-        score=hit.score,
-        turn_number=payload.turn_number,
-        role=payload.role,  # type: ignore[arg-type]
-    )
 
 
 class MemoryManager:
@@ -207,7 +75,7 @@ class MemoryManager:
         self.buffer = buffer
         self.tier3 = tier3
         self.counter = counter or TokenCounter()
-        self.retrieval = retrieval or RetrievalSettings()
+        self.memory_search = MemorySearch(store, tier3, retrieval)
         self.listeners: list[TurnListener] = []
 
     # -- writes -----------------------------------------------------------------------------
@@ -302,123 +170,89 @@ class MemoryManager:
         self.buffer.set_summary(conversation_id, state, epoch=epoch)
         return state
 
+    @property
+    def retrieval(self) -> RetrievalSettings:
+        """How memory is searched (depths, mode, fusion weights)."""
+        return self.memory_search.settings
+
+    @retrieval.setter
+    def retrieval(self, settings: RetrievalSettings) -> None:
+        self.memory_search.settings = settings
+
+    def find(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        conversation_id: str | None = None,
+        limit: int,
+        exclude: Sequence[tuple[str, int]] = (),
+        facts: bool = False,
+        now: datetime | None = None,
+    ) -> Found:
+        """The retrieval every path uses (:meth:`MemorySearch.find`), ids checked.
+
+        Raises:
+            InvalidInputError: If an id is malformed.
+        """
+        validate_id(user_id, "user id")
+        if conversation_id is not None:
+            validate_id(conversation_id)
+        return self.memory_search.find(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            limit=limit,
+            exclude=exclude,
+            facts=facts,
+            now=now,
+        )
+
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         """Build the memory context of one request.
 
-        The searches run one after the other: on 2 cores a keyword search in a second thread
-        slowed the query embedding by more than it saved (benchmarks/bench_chat.py). A tier
-        that fails is skipped and named in ``degraded``.
+        Tier 1's recent turns and tier 2's running summary, then :meth:`find` over the
+        user's conversations (or this one, by ``retrieval.scope``) with the recent turns left
+        out and the user's remembered facts in. A tier that fails is skipped and named in
+        ``degraded``.
         """
         validate_id(conversation_id)
         validate_id(user_id, "user id")
         settings = self.retrieval
-        scoped = conversation_id if settings.scope == "conversation" else None
-        keyword = partial(
-            self.store.search, query, user_id=user_id, conversation_id=scoped,
-            limit=settings.keyword_k,
-        )  # fmt: skip
         recent = self.recent_turns(conversation_id, user_id)
         summary = self.summary(conversation_id, user_id).text
-        lists, degraded = self._gather(user_id, scoped, query, keyword)
-        exclude = {_turn_key(conversation_id, turn.turn_number) for turn in recent}
+        found = self.find(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id if settings.scope == "conversation" else None,
+            limit=settings.max_items,
+            exclude=[(conversation_id, turn.turn_number) for turn in recent],
+            facts=True,
+        )
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
             summary=summary,
             recent=tuple(recent),
-            items=tuple(
-                fuse(lists, exclude=exclude, limit=settings.max_items, weights=self._weights())
-            ),
-            degraded=tuple(degraded),
+            items=tuple(found.items),
+            degraded=tuple(found.degraded),
         )
 
     def search(self, conversation_id: str, user_id: str, query: str, *, k: int) -> MemoryContext:
-        """Search one conversation (keyword and semantic, fused), recent turns included."""
-        validate_id(conversation_id)
-        validate_id(user_id, "user id")
-        depth = max(k, self.retrieval.keyword_k)
-        keyword = partial(
-            self.store.search, query, user_id=user_id, conversation_id=conversation_id, limit=depth
-        )
-        lists, degraded = self._gather(
-            user_id, conversation_id, query, keyword, k=max(k, self.retrieval.semantic_k),
-            facts=False,
-        )  # fmt: skip
+        """:meth:`find` within one conversation, recent turns included."""
+        found = self.find(query, user_id=user_id, conversation_id=conversation_id, limit=k)
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
             summary=None,
             recent=(),
-            items=tuple(fuse(lists, exclude=set(), limit=k, weights=self._weights())),
-            degraded=tuple(degraded),
+            items=tuple(found.items),
+            degraded=tuple(found.degraded),
         )
-
-    def _weights(self) -> dict[str, float]:
-        return {"tier2-turns": self.retrieval.keyword_weight}
-
-    def _gather(
-        self,
-        user_id: str,
-        conversation_id: str | None,
-        query: str,
-        keyword: Callable[[], list[KeywordHit]],
-        *,
-        k: int | None = None,
-        facts: bool = True,
-    ) -> tuple[dict[str, list[MemoryItem]], list[str]]:
-        degraded: list[str] = []
-        lists: dict[str, list[MemoryItem]] = {}
-        mode = self.retrieval.mode
-        if mode != "keyword":
-            semantic, fact_items = self._semantic(user_id, conversation_id, query, degraded, k=k)
-            lists["tier3"] = semantic
-            if facts:
-                lists["facts"] = fact_items
-        if mode != "dense":
-            try:
-                hits = keyword()
-                lists["tier2-turns"] = [_keyword_item(h) for h in hits if h.kind == "turn"]
-                lists["tier2-summaries"] = [_keyword_item(h) for h in hits if h.kind == "summary"]
-            except MemoryChainError as exc:
-                degraded.append(f"tier2 keyword search: {exc}")
-        return lists, degraded
 
     async def aretrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         """Async :meth:`retrieve` (CPU-bound parts stay off the event loop)."""
         return await run_in_executor(None, self.retrieve, conversation_id, user_id, query)
-
-    def _semantic(
-        self,
-        user_id: str,
-        conversation_id: str | None,
-        query: str,
-        degraded: list[str],
-        *,
-        k: int | None = None,
-    ) -> tuple[list[MemoryItem], list[MemoryItem]]:
-        tier3 = self.tier3
-        if tier3 is None or not query.strip():
-            return [], []
-        try:
-            vector = tier3.embeddings.embed_query(query)
-            hits = tier3.index.search(
-                vector,
-                VectorFilter(user_id=user_id, conversation_id=conversation_id),
-                k or self.retrieval.semantic_k,
-            )
-        except MemoryChainError as exc:
-            degraded.append(f"tier3 semantic search: {exc}")
-            return [], []
-        facts: list[MemoryItem] = []
-        if tier3.facts is not None:
-            try:
-                facts = [
-                    _vector_item(hit, "facts")
-                    for hit in tier3.facts.search(user_id, vector, self.retrieval.facts_k)
-                ]
-            except MemoryChainError as exc:
-                degraded.append(f"user facts: {exc}")
-        return [_vector_item(hit, "tier3") for hit in hits], facts
 
     def history(self, conversation_id: str, user_id: str) -> MemoryChatMessageHistory:
         """The composed chat history of a conversation (summary + recent turns)."""

@@ -26,8 +26,8 @@ from memory_chain.consolidation import (
     ConsolidationSettings,
 )
 from memory_chain.errors import InvalidInputError
-from memory_chain.manager import MemoryManager, fuse
-from memory_chain.schemas import MemoryItem, NewTurn, TokenUsage, utcnow
+from memory_chain.manager import MemoryManager
+from memory_chain.schemas import NewTurn, TokenUsage, utcnow
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -110,41 +110,7 @@ def wait_idle(service: ConsolidationService) -> None:
         future.result(timeout=60)
 
 
-# -- merge and deduplication -----------------------------------------------------------------
-
-
-def _item(tier: str, kind: str, n: int | None, conversation: str = "c") -> MemoryItem:
-    return MemoryItem(
-        tier=tier,  # type: ignore[arg-type]
-        kind=kind,  # type: ignore[arg-type]
-        conversation_id=conversation,
-        content=f"{kind} {n}",
-        timestamp=utcnow(),
-        score=1.0,
-        turn_number=n if kind == "turn" else None,
-        turn_range=(1, 10) if kind == "summary" else None,
-    )
-
-
-def test_fuse_deduplicates_by_turn_and_drops_recent_turns() -> None:
-    keyword = [_item("tier2", "turn", 3), _item("tier2", "turn", 7), _item("tier2", "turn", 12)]
-    semantic = [_item("tier3", "turn", 7), _item("tier3", "turn", 3), _item("tier3", "turn", 2)]
-    summaries = [_item("tier2", "summary", None)]
-    fused = fuse(
-        {"kw": keyword, "sem": semantic, "sum": summaries},
-        exclude={("turn", "c", 12)},
-        limit=10,
-    )
-    turns = [item.turn_number for item in fused if item.kind == "turn"]
-    assert sorted(turns) == [2, 3, 7]  # 12 is in the recent window; 3 and 7 appear once
-    by_turn = {item.turn_number: item for item in fused}
-    assert set(by_turn[3].sources) == {"kw", "sem"}
-    assert by_turn[3].score > by_turn[2].score  # found twice beats found once
-    assert [item.score for item in fused] == sorted((item.score for item in fused), reverse=True)
-    assert len(fuse({"kw": keyword}, exclude=set(), limit=2)) == 2
-    # Same turn number in another conversation is another item.
-    other = fuse({"a": [_item("tier3", "turn", 3, "x")], "b": keyword}, exclude=set(), limit=9)
-    assert len([i for i in other if i.turn_number == 3]) == 2
+# -- the memory context ---------------------------------------------------------------------
 
 
 def test_retrieve_merges_every_tier(memory: Any) -> None:

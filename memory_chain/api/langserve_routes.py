@@ -1,4 +1,4 @@
-"""LangServe routes: the chat chain at ``/memory``, the tier-3 retriever at ``/memory/retriever``.
+"""LangServe routes: the chat chain at ``/memory``, the memory retriever at ``/memory/retriever``.
 
 LangServe needs the runnables when the app is built, but the stores open when it starts, so
 the routes serve stand-ins whose target is set at start-up (:class:`LateBound`). Every
@@ -22,8 +22,8 @@ from langserve import add_routes
 from memory_chain.api.deps import get_services, resolve_user
 from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
+from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import validate_id
-from memory_chain.tiers.vectors.retriever import TurnRetriever
 
 CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
 #: Most inputs in one batch request (each may be an LLM call).
@@ -114,9 +114,7 @@ def config_modifier(required_conversation: bool) -> Any:
 
 
 def retriever_target(services: Any) -> Runnable[Any, Any]:
-    """The tier-3 retriever, its user and conversation taken from the config per request."""
-    if services.vectors is None:
-        return RunnableLambda(_tier3_disabled)
+    """The memory retriever (the chat's own fused search), user and conversation per request."""
 
     def search(query: str, config: RunnableConfig) -> list[Document]:
         try:
@@ -124,19 +122,14 @@ def retriever_target(services: Any) -> Runnable[Any, Any]:
         except UnicodeEncodeError as exc:
             raise InvalidInputError("the query is not valid Unicode text: send UTF-8") from exc
         configurable = config.get("configurable", {})
-        retriever = TurnRetriever(
-            index=services.vectors.index,
-            embeddings=services.vectors.embeddings,
+        retriever = MemoryRetriever(
+            search=services.manager.memory_search,
             user_id=configurable["user_id"],
             conversation_id=configurable.get("conversation_id") or None,
         )
         return retriever.invoke(query, config)
 
     return RunnableLambda(search, name="memory_retriever")
-
-
-def _tier3_disabled(_: Any) -> Any:
-    raise MemoryChainError("semantic memory is disabled (memory_tier3_enabled=false)")
 
 
 def _is_json(content_type: str) -> bool:

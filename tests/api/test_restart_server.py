@@ -115,7 +115,8 @@ def test_the_conversation_continues_after_a_restart(
         bike = [doc for doc in docs if "Peugeot" in doc["page_content"]]
         assert bike, [doc["page_content"] for doc in docs]
         assert 3 in {doc["metadata"]["turn_number"] for doc in bike}  # the user's own words
-        assert {doc["metadata"]["tier"] for doc in docs} == {"tier3"}
+        # Tier 3 came back with the process: the bicycle turn is a semantic hit too.
+        assert any("tier3" in doc["metadata"]["sources"] for doc in bike)
 
         found = http.post(
             f"/v1/conversations/{CONVERSATION}/search", json={"query": "Peugeot bicycle"}

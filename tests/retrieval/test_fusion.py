@@ -1,0 +1,111 @@
+"""Score fusion: keyword scores, cosines, question/answer structure and time windows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_chain.retrieval.fusion import Candidate, FusionWeights, item_key, rank, score_candidates
+from memory_chain.retrieval.timeframes import time_windows
+from memory_chain.schemas import MemoryItem
+
+WHEN = datetime(2024, 5, 1, tzinfo=UTC)
+W = FusionWeights(keyword=0.5, answer_of_question=0.6, question_penalty=0.2, time=0.3)
+
+
+def turn(
+    n: int, text: str = "a turn", *, conversation: str = "c", when: datetime = WHEN
+) -> MemoryItem:
+    return MemoryItem(
+        tier="tier2",
+        kind="turn",
+        conversation_id=conversation,
+        content=text,
+        timestamp=when,
+        score=0.0,
+        turn_number=n,
+    )
+
+
+def test_scores_combine_normalised_bm25_and_cosine() -> None:
+    best = Candidate(turn(1), ["tier2-turns", "tier3"], keyword=8.0, cosine=0.4)
+    half = Candidate(turn(2), ["tier2-turns"], keyword=4.0, cosine=0.1)
+    semantic = Candidate(turn(3), ["tier3"], cosine=0.7)
+    scores = score_candidates([best, half, semantic], weights=W)
+    assert scores == pytest.approx([0.5 * 1 + 0.5 * 0.4, 0.5 * 0.5 + 0.5 * 0.1, 0.5 * 0.7])
+    ranked = rank([half, semantic, best], weights=W, limit=2)
+    assert [i.turn_number for i in ranked] == [1, 3]
+    assert ranked[0].sources == ("tier2-turns", "tier3")
+    assert ranked[0].score == pytest.approx(0.7)
+
+
+def test_confidence_beats_rank_a_sure_keyword_match_is_not_outvoted() -> None:
+    # Reciprocal rank fusion puts an item both lists rank in the middle above the item one
+    # list is certain of; score fusion keeps the certain one first.
+    sure = Candidate(turn(1), ["tier2-turns", "tier3"], keyword=20.0, cosine=0.30)
+    middling = Candidate(turn(2), ["tier2-turns", "tier3"], keyword=6.0, cosine=0.35)
+    assert [i.turn_number for i in rank([middling, sure], weights=W, limit=2)] == [1, 2]
+
+
+def test_an_answer_inherits_its_questions_cosine_and_the_question_loses_some() -> None:
+    question = Candidate(turn(1, "What are your plans for the summer?"), ["tier3"], cosine=0.6)
+    answer = Candidate(turn(2, "Researching adoption agencies."), ["tier3"], cosine=0.3)
+    answer.question_before = 0.6
+    scores = score_candidates([question, answer], weights=W)
+    assert scores[0] == pytest.approx(0.5 * (0.6 - 0.2 * 0.6))
+    assert scores[1] == pytest.approx(0.5 * (0.3 + 0.6 * 0.6))
+    assert scores[1] > scores[0]
+
+
+def test_a_turn_in_the_querys_time_window_gets_the_bonus() -> None:
+    inside = Candidate(turn(1, when=datetime(2023, 5, 4, tzinfo=UTC)), cosine=0.3)
+    outside = Candidate(turn(2, when=datetime(2023, 6, 20, tzinfo=UTC)), cosine=0.5)
+    windows = time_windows("what happened on 3 May 2023?", now=None)
+    scores = score_candidates([inside, outside], weights=W, windows=windows)
+    assert scores == pytest.approx([0.5 * 0.3 + 0.3, 0.5 * 0.5])
+    # The slack reaches a day later; without slack it does not.
+    tight = FusionWeights(time=0.3, time_slack=timedelta(0))
+    assert score_candidates([inside], weights=tight, windows=windows)[0] == pytest.approx(0.15)
+
+
+def test_one_source_alone_ranks_by_its_own_score() -> None:
+    a = Candidate(turn(1), keyword=2.0, cosine=0.9)
+    b = Candidate(turn(2), keyword=4.0, cosine=0.1)
+    assert score_candidates([a, b], weights=W, semantic=False) == pytest.approx([0.5, 1.0])
+    assert score_candidates([a, b], weights=W, keyword=False) == pytest.approx([0.9, 0.1])
+
+
+def test_a_turn_not_embedded_yet_counts_as_the_least_similar_found() -> None:
+    queued = Candidate(turn(1), keyword=4.0)
+    embedded = [Candidate(turn(n), keyword=4.0, cosine=c) for n, c in ((2, 0.2), (3, 0.6))]
+    scores = score_candidates([queued, *embedded], weights=W)
+    assert scores[0] == pytest.approx(scores[1])
+
+
+def test_summaries_and_facts_have_scores_of_their_own() -> None:
+    summary = MemoryItem(
+        tier="tier2", kind="summary", conversation_id="c", content="s", timestamp=WHEN, score=0,
+        turn_range=(1, 10),
+    )  # fmt: skip
+    fact = MemoryItem(
+        tier="facts", kind="fact", conversation_id="c", content="f", timestamp=WHEN, score=0,
+        turn_number=4,
+    )  # fmt: skip
+    scores = score_candidates(
+        [
+            Candidate(summary, keyword=3.0),
+            Candidate(fact, cosine=0.8),
+            Candidate(turn(1), keyword=9),
+        ],
+        weights=W,
+    )
+    assert scores[:2] == pytest.approx([0.5, 0.4])  # best summary: a; a fact: (1 - a) * cos
+    assert item_key(fact) != item_key(turn(4))
+
+
+def test_weights_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"within 0\.\.1"):
+        FusionWeights(keyword=1.5)
+    with pytest.raises(ValueError, match="must not be negative"):
+        FusionWeights(time=-1)

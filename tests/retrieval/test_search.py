@@ -1,0 +1,177 @@
+"""The one retrieval: real SQLite keyword search, a real vector index, the real embedding model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_client import QdrantClient
+
+from memory_chain.errors import StorageError
+from memory_chain.manager import MemoryManager
+from memory_chain.retrieval.retriever import MemoryRetriever
+from memory_chain.retrieval.search import dense_query
+from memory_chain.schemas import NewTurn
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.qdrant import QdrantIndex
+from memory_chain.tiers.vectors.tier import Tier3
+
+DAY = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def manager(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryManager]:
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
+    upgrade(engine)
+    store = SQLStore(engine, queue_embeddings=True)
+    index = QdrantIndex(QdrantClient(":memory:"))
+    index.open()
+    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
+    tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
+    yield MemoryManager(store, TurnBuffer(), tier3=tier3)
+    engine.dispose()
+
+
+def add(manager: MemoryManager, conversation: str, user: str, *texts: str, day: int = 0) -> None:
+    when = DAY + timedelta(days=day)
+    manager.add_turns(
+        conversation,
+        user,
+        [
+            NewTurn("user" if i % 2 == 0 else "assistant", text, timestamp=when)
+            for i, text in enumerate(texts)
+        ],
+    )
+
+
+def drain(manager: MemoryManager) -> None:
+    assert manager.tier3 is not None
+    manager.tier3.indexer.drain()
+
+
+TRIP = (
+    "We fly to Lisbon on the third of May.",
+    "Great, I will book the airport taxi.",
+    "What should we pack for the trip?",
+    "Light clothes, sunscreen and a good pair of walking shoes.",
+    "My sister Eva will feed the cat while we are away.",
+    "Remind me to buy euros before we leave.",
+)
+
+
+def test_find_fuses_both_tiers_without_duplicates(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    found = manager.find("When is our flight to Lisbon?", user_id="ana", limit=5)
+    assert found.degraded == []
+    first = found.items[0]
+    assert first.turn_number == 1
+    assert set(first.sources) == {"tier2-turns", "tier3"}
+    keys = [(i.conversation_id, i.turn_number) for i in found.items]
+    assert len(keys) == len(set(keys))
+    assert [i.score for i in found.items] == sorted((i.score for i in found.items), reverse=True)
+
+
+def test_the_reply_to_a_matching_question_is_a_candidate(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    manager.retrieval = replace(manager.retrieval, mode="dense", semantic_k=1)
+    candidates = manager.memory_search.gather(
+        "What are we packing for the holiday?", user_id="ana", conversation_id="trip"
+    )
+    by_turn = {c.item.turn_number: c for c in candidates.items}
+    # Semantic search ranked only the question (k=1); its reply joined as a candidate, with
+    # its own cosine and the question's.
+    assert set(by_turn) == {3, 4}
+    assert by_turn[4].cosine is not None
+    assert by_turn[4].question_before == pytest.approx(by_turn[3].cosine)
+    ranked = candidates.rank(manager.retrieval.weights, 2)
+    assert [i.turn_number for i in ranked] == [4, 3]
+
+
+def test_recent_turns_are_left_out_and_can_still_be_a_question_before(
+    manager: MemoryManager,
+) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    found = manager.find("What should we pack?", user_id="ana", limit=6, exclude=[("trip", 3)])
+    numbers = [i.turn_number for i in found.items]
+    assert 3 not in numbers
+    assert numbers[0] == 4  # the reply to the excluded question
+
+
+def test_a_dated_question_prefers_turns_of_that_day(manager: MemoryManager) -> None:
+    add(manager, "food", "ana", "We had pizza for dinner.", "Sounds tasty.", day=0)
+    add(manager, "food", "ana", "We had pizza for dinner.", "Again!", day=20)
+    drain(manager)
+    found = manager.find("What did we have for dinner on 21 May 2024?", user_id="ana", limit=2)
+    assert found.items[0].timestamp.date() == (DAY + timedelta(days=20)).date()
+    found = manager.find("What did we have for dinner on 1 May 2024?", user_id="ana", limit=2)
+    assert found.items[0].timestamp.date() == DAY.date()
+
+
+def test_user_scope_spans_conversations_and_never_another_user(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    add(manager, "work", "ana", "The Lisbon office opens in June.")
+    add(manager, "secret", "bob", "I also fly to Lisbon on the third of May.")
+    drain(manager)
+    found = manager.find("Lisbon", user_id="ana", limit=10)
+    assert {i.conversation_id for i in found.items} == {"trip", "work"}
+    only = manager.find("Lisbon", user_id="ana", conversation_id="work", limit=10)
+    assert {i.conversation_id for i in only.items} == {"work"}
+
+
+def test_common_words_are_left_out_of_the_embedded_query(manager: MemoryManager) -> None:
+    assert dense_query("What did Ana's sister say?", {"ana", "s"}) == "What did ' sister say?"
+    assert dense_query("Ana", {"ana"}) == "Ana"  # nothing would be left
+    add(manager, "chat", "ana", *[f"Ana: message {i} about topic{i}" for i in range(60)])
+    store = manager.store
+    assert store.common_words("What did Ana say about topic7?", user_id="ana") == {"ana"}
+    assert store.common_words("Ana", user_id="ana", min_rows=100) == set()
+    assert store.common_words("Ana", user_id="bob") == set()  # a scope with no turns
+
+
+def test_a_tier_that_fails_is_named_and_the_other_answers(
+    manager: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise StorageError("database is locked")
+
+    monkeypatch.setattr(manager.store, "search", broken)
+    monkeypatch.setattr(manager.store, "common_words", broken)
+    found = manager.find("When is our flight to Lisbon?", user_id="ana", limit=3)
+    assert any(reason.startswith("tier2 keyword search") for reason in found.degraded)
+    assert found.items[0].turn_number == 1
+    assert found.items[0].sources == ("tier3",)
+    monkeypatch.undo()
+    assert manager.tier3 is not None
+    manager.tier3.index.close()
+    found = manager.find("When is our flight to Lisbon?", user_id="ana", limit=3)
+    assert any(reason.startswith("tier3 semantic search") for reason in found.degraded)
+    assert found.items[0].sources == ("tier2-turns",)
+
+
+def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    query = "who looks after the cat?"
+    found = manager.find(query, user_id="ana", conversation_id="trip", limit=4)
+    searched = manager.search("trip", "ana", query, k=4)
+    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=4)
+    docs = retriever.invoke(query, conversation_id="trip")
+    expected = [(i.turn_number, i.score) for i in found.items]
+    assert [(i.turn_number, i.score) for i in searched.items] == expected
+    assert [(d.metadata["turn_number"], d.metadata["score"]) for d in docs] == expected
+    assert docs[0].page_content == TRIP[4]
+    assert docs[0].metadata["sources"] == list(found.items[0].sources)

@@ -1,0 +1,89 @@
+"""Time expressions in queries as windows of turn timestamps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_chain.retrieval.timeframes import time_windows
+
+NOW = datetime(2024, 3, 13, 15, 30, tzinfo=UTC)  # a Wednesday
+
+
+def _spans(query: str, now: datetime | None = NOW) -> list[tuple[str, str]]:
+    return [
+        (w.start.date().isoformat(), w.end.date().isoformat())
+        for w in time_windows(query, now=now)
+        if w.month is None
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "span"),
+    [
+        ("What did we decide on 9 November, 2022?", ("2022-11-09", "2022-11-10")),
+        ("the 9th of Nov 2022 meeting", ("2022-11-09", "2022-11-10")),
+        ("What happened on November 9, 2022?", ("2022-11-09", "2022-11-10")),
+        ("notes from 2022-11-09", ("2022-11-09", "2022-11-10")),
+        ("What did Maria donate in December 2023?", ("2023-12-01", "2024-01-01")),
+        ("How often did we talk about it in 2023?", ("2023-01-01", "2024-01-01")),
+        ("What did I cook yesterday?", ("2024-03-12", "2024-03-13")),
+        ("anything today?", ("2024-03-13", "2024-03-14")),
+        ("What did I say last week?", ("2024-03-04", "2024-03-11")),
+        ("plans this month", ("2024-03-01", "2024-04-01")),
+        ("the trip last month", ("2024-02-01", "2024-03-01")),
+        ("what we did last year", ("2023-01-01", "2024-01-01")),
+        ("three days ago", ("2024-03-10", "2024-03-11")),
+        ("2 weeks ago", ("2024-02-26", "2024-03-04")),
+        ("a month ago", ("2024-02-01", "2024-03-01")),
+        ("December, two months ago", ("2024-01-01", "2024-02-01")),
+    ],
+)
+def test_expressions_become_windows(query: str, span: tuple[str, str]) -> None:
+    assert _spans(query) == [span]
+
+
+def test_a_month_without_a_year_matches_that_month_of_any_year() -> None:
+    (window,) = time_windows("When did Melanie go camping in June?", now=NOW)
+    assert window.month == 6
+    assert window.bounds() is None
+    assert window.contains(datetime(2019, 6, 30, tzinfo=UTC))
+    assert not window.contains(datetime(2019, 7, 2, tzinfo=UTC))
+    # With slack, the first days of the next month still count.
+    assert window.contains(datetime(2019, 7, 2, tzinfo=UTC), after=timedelta(days=7))
+
+
+def test_slack_extends_the_end_only() -> None:
+    (window,) = time_windows("on 3 May 2023", now=NOW)
+    slack = timedelta(days=7)
+    assert window.contains(datetime(2023, 5, 9, tzinfo=UTC), after=slack)
+    assert not window.contains(datetime(2023, 5, 2, tzinfo=UTC), after=slack)
+    assert window.bounds(after=slack) == (
+        datetime(2023, 5, 3, tzinfo=UTC),
+        datetime(2023, 5, 11, tzinfo=UTC),
+    )
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "May I ask what we said about the budget?",
+        "the 31 February 2023 deadline",  # no such day
+        "room 2023 on floor 3",
+        "what did you recommend?",
+        "",
+    ],
+)
+def test_no_window_where_there_is_no_date(query: str) -> None:
+    assert time_windows(query, now=NOW) == []
+
+
+def test_relative_expressions_need_a_reference_time() -> None:
+    assert time_windows("last week and 3 May 2023", now=None)[0].start.year == 2023
+    assert len(time_windows("last week and 3 May 2023", now=None)) == 1
+
+
+def test_overlapping_expressions_count_once() -> None:
+    # "May 2023" inside "3 May 2023" is not a second window.
+    assert len(time_windows("on 3 May 2023, and in 2024", now=NOW)) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
 import click
 import typer
@@ -14,6 +14,8 @@ from memory_chain.config import MemorySettings
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+    from memory_chain.retrieval import RetrievalMode
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
 
@@ -303,6 +305,7 @@ app.add_typer(eval_app, name="eval")
 @eval_app.command("locomo")
 def eval_locomo(
     path: Annotated[Path, typer.Argument(help="A LoCoMo-format JSON file (e.g. locomo10.json).")],
+    *,
     k: Annotated[str, typer.Option(help="Cut-offs, comma-separated.")] = "1,5,10,20",
     mode: Annotated[
         list[str] | None,
@@ -312,9 +315,28 @@ def eval_locomo(
         int | None, typer.Option(min=1, help="Only the first N conversations.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    cross_validate: Annotated[
+        bool,
+        typer.Option(
+            "--cross-validate",
+            help="Tune the fusion weights leaving one conversation out at a time and report "
+            "the held-out folds (every mode unless --mode is given).",
+        ),
+    ] = False,
+    answers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Instead of recall: ask this many sampled questions through the chat chain "
+            "with the configured LLM, with memory, with the last turns only and with none, "
+            "and score the replies with LoCoMo's answer F1 (a benchmark: minutes per question "
+            "on the embedded model).",
+        ),
+    ] = None,
 ) -> None:
     """Recall@k of memory retrieval on LoCoMo questions (in a temporary store)."""
     from memory_chain.errors import InvalidInputError
+    from memory_chain.eval.crossval import cross_validate_locomo, format_crossval
     from memory_chain.eval.locomo import evaluate_locomo
     from memory_chain.eval.report import format_report
 
@@ -322,15 +344,19 @@ def eval_locomo(
         ks = tuple(int(value) for value in k.split(",") if value.strip())
     except ValueError:
         _fail(ValueError(f"--k takes comma-separated integers, got {k!r}"))
-    modes = mode or ["hybrid"]
-    unknown = sorted(set(modes) - {"hybrid", "dense", "keyword"})
+    names = mode or (["hybrid", "keyword", "dense"] if cross_validate else ["hybrid"])
+    unknown = sorted(set(names) - {"hybrid", "dense", "keyword"})
     if unknown or not ks or min(ks) < 1:
         _fail(
             ValueError(
                 f"--mode takes hybrid, dense or keyword and --k positive integers: {unknown or k}"
             )
         )
+    modes = cast("list[RetrievalMode]", names)
     settings = _settings()
+    if answers is not None:
+        _eval_answers(path, answers, settings, as_json=as_json)
+        return
     with _stderr_bar() as bar:
         tasks: dict[str, Any] = {}
 
@@ -340,13 +366,48 @@ def eval_locomo(
             bar.update(tasks[stage], completed=done, total=total)
 
         try:
-            report = evaluate_locomo(
-                path, ks=ks, modes=modes, settings=settings,  # type: ignore[arg-type]
-                max_conversations=conversations, progress=progress,
-            )  # fmt: skip
-        except InvalidInputError as exc:
+            if cross_validate:
+                crossval = cross_validate_locomo(
+                    path, ks=ks, modes=modes, settings=settings, progress=progress
+                )
+            else:
+                report = evaluate_locomo(
+                    path, ks=ks, modes=modes, settings=settings,
+                    max_conversations=conversations, progress=progress,
+                )  # fmt: skip
+        except (InvalidInputError, ValueError) as exc:
             _fail(exc)
-    typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))
+    if cross_validate:
+        typer.echo(json.dumps(crossval.as_dict()) if as_json else format_crossval(crossval))
+    else:
+        typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))
+
+
+def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_json: bool) -> None:
+    """``memory-chain eval locomo --answers N``: answer F1 with the configured LLM."""
+    from memory_chain.errors import InvalidInputError
+    from memory_chain.eval.answers import evaluate_answers, format_answers
+    from memory_chain.llm import open_chat_models
+
+    # Answers are a few words: a short cap keeps a rambling small model from taking minutes.
+    models = open_chat_models(settings.model_copy(update={"llm_max_tokens": 64}))
+    typer.echo(f"LLM: {models.detail}", err=True)
+    try:
+        with _stderr_bar() as bar:
+            task = bar.add_task("answering", total=questions)
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage == "answering":
+                    bar.update(task, completed=done, total=total)
+
+            report = evaluate_answers(
+                path, models.chat, questions=questions, settings=settings, progress=progress
+            )
+    except (InvalidInputError, ValueError) as exc:
+        _fail(exc)
+    finally:
+        models.close()
+    typer.echo(json.dumps(report.as_dict()) if as_json else format_answers(report))
 
 
 @app.command()

@@ -21,7 +21,8 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import groupby
 from pathlib import Path
@@ -32,11 +33,13 @@ from memory_chain.eval.locomo_data import (
     CATEGORIES,
     EVALUATED_CATEGORIES,
     EvidenceRepairs,
+    LocomoQuestion,
     LocomoSample,
     load_locomo,
 )
-from memory_chain.manager import MemoryManager, RetrievalMode
-from memory_chain.schemas import NewTurn
+from memory_chain.manager import MemoryManager
+from memory_chain.retrieval import RetrievalMode
+from memory_chain.schemas import MemoryItem, NewTurn
 from memory_chain.services import open_services
 
 #: Called with (stage, done, total) while ingesting, embedding and asking.
@@ -106,7 +109,7 @@ def _recall(found: Sequence[int], evidence: set[int], k: int) -> float:
     return len(evidence.intersection(found[:k])) / len(evidence)
 
 
-def _ingest(manager: MemoryManager, sample: LocomoSample) -> dict[str, int]:
+def _ingest(manager: MemoryManager, sample: LocomoSample, user_id: str) -> dict[str, int]:
     """Store a sample's turns session by session; returns dia_id → turn number."""
     roles = {sample.speakers[0]: "user", sample.speakers[1]: "assistant"}
     numbers: dict[str, int] = {}
@@ -114,7 +117,7 @@ def _ingest(manager: MemoryManager, sample: LocomoSample) -> dict[str, int]:
         turns = list(session)
         stored = manager.add_turns(
             sample.sample_id,
-            EVAL_USER,
+            user_id,
             [
                 NewTurn(roles.get(turn.speaker, "user"), turn.content, timestamp=turn.timestamp)  # type: ignore[arg-type]
                 for turn in turns
@@ -126,9 +129,10 @@ def _ingest(manager: MemoryManager, sample: LocomoSample) -> dict[str, int]:
     return numbers
 
 
-def _table(
+def recall_table(
     scores: dict[str, list[dict[int, float]]], latencies: list[float], ks: Sequence[int]
 ) -> RecallTable:
+    """Mean recall overall and per category (``scores``: category → per-question rows)."""
     every = [row for rows in scores.values() for row in rows]
 
     def mean(rows: list[dict[int, float]]) -> dict[int, float]:
@@ -150,6 +154,51 @@ def _table(
             "max": round(ordered[-1], 2) if ordered else 0.0,
         },
     )
+
+
+@contextmanager
+def ingested(
+    samples: Sequence[LocomoSample],
+    settings: MemorySettings | None,
+    notify: EvalProgress,
+    seconds: dict[str, float],
+    *,
+    user_of: Callable[[LocomoSample], str] = lambda _sample: EVAL_USER,
+) -> Iterator[tuple[MemoryManager, dict[str, dict[str, int]]]]:
+    """A manager over a fresh temporary store holding ``samples``, tier 3 filled.
+
+    Yields the manager and, per sample, dia_id → turn number; ``seconds`` gets the time the
+    stores took (``store``, ``embed``). Every sample belongs to ``user_of(sample)``.
+    """
+    base = settings or MemorySettings()
+    with tempfile.TemporaryDirectory(prefix="memory-chain-eval-") as folder:
+        scratch = base.model_copy(
+            update={
+                "data_dir": Path(folder),
+                "database_url": None,
+                "sqlite_database_path": None,
+                "qdrant_url": None,
+                "qdrant_host": None,
+                "memory_tier3_enabled": True,
+            }
+        )
+        services = open_services(scratch)
+        try:
+            started = time.perf_counter()
+            manager = services.manager
+            numbers: dict[str, dict[str, int]] = {}
+            for done, sample in enumerate(samples, start=1):
+                numbers[sample.sample_id] = _ingest(manager, sample, user_of(sample))
+                notify("storing turns", done, len(samples))
+            seconds["store"] = round(time.perf_counter() - started, 2)
+            tier3 = services.vectors
+            assert tier3 is not None
+            embed_start = time.perf_counter()
+            tier3.indexer.drain(progress=lambda done, total: notify("embedding", done, total))
+            seconds["embed"] = round(time.perf_counter() - embed_start, 2)
+            yield manager, numbers
+        finally:
+            services.close()
 
 
 def evaluate_locomo(
@@ -191,47 +240,38 @@ def evaluate_locomo(
         repairs=repairs,
     )
     notify = progress or (lambda _stage, _done, _total: None)
-    base = settings or MemorySettings()
-    with tempfile.TemporaryDirectory(prefix="memory-chain-eval-") as folder:
-        scratch = base.model_copy(
-            update={
-                "data_dir": Path(folder),
-                "database_url": None,
-                "sqlite_database_path": None,
-                "qdrant_url": None,
-                "qdrant_host": None,
-                "memory_tier3_enabled": True,
-            }
-        )
-        services = open_services(scratch)
-        try:
-            manager = services.manager
-            numbers: dict[str, dict[str, int]] = {}
-            for done, sample in enumerate(samples, start=1):
-                numbers[sample.sample_id] = _ingest(manager, sample)
-                notify("storing turns", done, len(samples))
-            report.seconds["store"] = round(time.perf_counter() - started, 2)
-            tier3 = services.vectors
-            assert tier3 is not None
-            embed_start = time.perf_counter()
-            tier3.indexer.drain(progress=lambda done, total: notify("embedding", done, total))
-            report.seconds["embed"] = round(time.perf_counter() - embed_start, 2)
-            for mode in modes:
-                ask_start = time.perf_counter()
-                report.results[mode] = _ask(
-                    manager,
-                    samples,
-                    numbers,
-                    ks,
-                    mode=mode,
-                    max_questions=max_questions,
-                    notify=notify,
-                )
-                report.seconds[f"ask_{mode}"] = round(time.perf_counter() - ask_start, 2)
-        finally:
-            services.close()
+    with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
+        for mode in modes:
+            ask_start = time.perf_counter()
+            report.results[mode] = _ask(
+                manager,
+                samples,
+                numbers,
+                ks,
+                mode=mode,
+                max_questions=max_questions,
+                notify=notify,
+            )
+            report.seconds[f"ask_{mode}"] = round(time.perf_counter() - ask_start, 2)
     report.seconds["total"] = round(time.perf_counter() - started, 2)
     return report
+
+
+def evidence_turns(
+    sample: LocomoSample, question: LocomoQuestion, numbers: dict[str, dict[str, int]]
+) -> set[int]:
+    """Turn numbers of a question's evidence, as stored."""
+    return {numbers[sample.sample_id][dia] for dia in question.evidence}
+
+
+def found_turns(items: Sequence[MemoryItem]) -> list[int]:
+    """Turn numbers of the turns among ``items``, in order."""
+    return [item.turn_number for item in items if item.kind == "turn" and item.turn_number]
+
+
+def recall_row(found: Sequence[int], evidence: set[int], ks: Sequence[int]) -> dict[int, float]:
+    """Recall@k of one question for every k."""
+    return {k: _recall(found, evidence, k) for k in ks}
 
 
 def _ask(
@@ -245,7 +285,7 @@ def _ask(
     notify: EvalProgress,
 ) -> RecallTable:
     saved = manager.retrieval
-    manager.retrieval = replace(saved, mode=mode, scope="conversation")
+    manager.retrieval = replace(saved, mode=mode)
     scores: dict[str, list[dict[int, float]]] = defaultdict(list)
     latencies: list[float] = []
     total = sum(len(s.questions[:max_questions] if max_questions else s.questions) for s in samples)
@@ -254,20 +294,15 @@ def _ask(
         for sample in samples:
             questions = sample.questions[:max_questions] if max_questions else sample.questions
             for question in questions:
-                evidence = {numbers[sample.sample_id][dia] for dia in question.evidence}
                 t0 = time.perf_counter()
                 context = manager.search(sample.sample_id, EVAL_USER, question.question, k=max(ks))
                 latencies.append((time.perf_counter() - t0) * 1000)
-                found = [
-                    item.turn_number
-                    for item in context.items
-                    if item.kind == "turn" and item.turn_number is not None
-                ]
+                evidence = evidence_turns(sample, question, numbers)
                 scores[CATEGORIES[question.category]].append(
-                    {k: _recall(found, evidence, k) for k in ks}
+                    recall_row(found_turns(context.items), evidence, ks)
                 )
                 asked += 1
                 notify(f"asking ({mode})", asked, total)
     finally:
         manager.retrieval = saved
-    return _table(scores, latencies, ks)
+    return recall_table(scores, latencies, ks)

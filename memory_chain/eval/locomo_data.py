@@ -69,11 +69,12 @@ class LocomoTurn:
 
 @dataclass(frozen=True, slots=True)
 class LocomoQuestion:
-    """A question with the turns that answer it."""
+    """A question with the turns that answer it, and its reference answer."""
 
     question: str
     category: int
     evidence: tuple[str, ...]
+    answer: str = ""
 
 
 @dataclass(slots=True)
@@ -220,7 +221,8 @@ def load_locomo(path: str | Path) -> tuple[list[LocomoSample], EvidenceRepairs]:
             if not evidence:
                 repairs.questions_without_evidence += 1
                 continue
-            questions.append(LocomoQuestion(str(qa["question"]), category, evidence))
+            answer = str(qa.get("answer", ""))
+            questions.append(LocomoQuestion(str(qa["question"]), category, evidence, answer))
         speakers = (
             str(conversation.get("speaker_a", "speaker A")),
             str(conversation.get("speaker_b", "speaker B")),

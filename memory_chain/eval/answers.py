@@ -1,0 +1,264 @@
+"""Answer quality on LoCoMo questions: does what memory finds make the LLM's reply right?
+
+Recall says whether the right turns were found; this says whether the reply the user reads
+is right. ``N`` questions are sampled (seeded) from a LoCoMo file, each conversation stored
+for a user of its own, and each question is asked three ways with the configured LLM:
+
+- ``memory``: through the real chat chain (:func:`~memory_chain.chain.build_chat_chain`), in a
+  new conversation of that user, so the default retrieval searches everything the user said
+  (the question's conversation is deleted after the reply: it never becomes memory);
+- ``recent``: the same prompt built from the conversation's last turns only (tier 1), no
+  retrieval: what a chat app without long-term memory sees;
+- ``none``: the question alone.
+
+Replies are scored with LoCoMo's answer F1: lower-cased, punctuation and articles removed,
+token-overlap F1 with the reference answer (for multi-hop questions the reference's
+comma-separated parts are each matched to their best part of the reply, and averaged).
+LoCoMo stems tokens with NLTK's Porter stemmer; here tokens are compared unstemmed.
+Every question gets the suffix :data:`ANSWER_HINT`, the same in every way it is asked.
+
+Example:
+    >>> report = evaluate_answers("locomo-dev.json", llm, questions=50)  # doctest: +SKIP
+    >>> report.f1["memory"], report.f1["none"]
+    (31.5, 6.2)
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import string
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from memory_chain.chain import (
+    DEFAULT_SYSTEM_MESSAGE,
+    build_chat_chain,
+    build_prompt_with_memory,
+)
+from memory_chain.config import MemorySettings
+from memory_chain.eval.locomo import EvalProgress, ingested
+from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
+from memory_chain.manager import MemoryManager
+from memory_chain.messages import message_text
+from memory_chain.schemas import MemoryContext
+
+#: Appended to every question: LoCoMo's answers are short phrases.
+ANSWER_HINT = " Answer in a few words."
+#: The ways each question is asked, in report order.
+CONDITIONS = ("memory", "recent", "none")
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_MULTI_HOP = 1
+
+
+def normalize_answer(text: str) -> list[str]:
+    """LoCoMo's answer normalization, as tokens."""
+    lowered = text.lower().replace(",", " ")
+    without = "".join(ch for ch in lowered if ch not in set(string.punctuation))
+    return _ARTICLES.sub(" ", without).split()
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """Token-overlap F1 of two answers after normalization (0..1)."""
+    predicted, gold = normalize_answer(prediction), normalize_answer(reference)
+    common = sum((Counter(predicted) & Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def answer_f1(prediction: str, reference: str, category: int) -> float:
+    """LoCoMo's answer F1 of one reply (0..1); multi-hop references are scored per part."""
+    if category != _MULTI_HOP:
+        return token_f1(prediction, reference)
+    parts = [part for part in reference.split(",") if part.strip()] or [reference]
+    replies = [part for part in prediction.split(",") if part.strip()] or [prediction]
+    return statistics.fmean(max(token_f1(reply, part) for reply in replies) for part in parts)
+
+
+@dataclass
+class AnswerReport:
+    """What :func:`evaluate_answers` measured.
+
+    Attributes:
+        f1: Condition → mean answer F1 over the questions, in percent.
+        per_category: Condition → category → mean F1, in percent.
+        questions: Category → questions asked (``"overall"`` too).
+        seconds_per_answer: Condition → median seconds per reply.
+        examples: A few (question, reference, condition → reply) for reading.
+    """
+
+    path: str
+    f1: dict[str, float] = field(default_factory=dict)
+    per_category: dict[str, dict[str, float]] = field(default_factory=dict)
+    questions: dict[str, int] = field(default_factory=dict)
+    seconds_per_answer: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary."""
+        return {
+            "path": self.path,
+            "f1": self.f1,
+            "per_category": self.per_category,
+            "questions": self.questions,
+            "seconds_per_answer": self.seconds_per_answer,
+            "seconds": self.seconds,
+            "examples": self.examples,
+        }
+
+
+def _user(sample: LocomoSample) -> str:
+    return f"locomo-{sample.sample_id}"
+
+
+def sample_questions(
+    samples: Sequence[LocomoSample], count: int, *, seed: int = 0
+) -> list[tuple[LocomoSample, LocomoQuestion]]:
+    """``count`` questions drawn without replacement (seeded), in file order."""
+    every = [(s, q) for s in samples for q in s.questions if q.answer.strip()]
+    chosen = sorted(random.Random(seed).sample(range(len(every)), min(count, len(every))))
+    return [every[i] for i in chosen]
+
+
+def _reply(llm: BaseChatModel, context: MemoryContext, question: str) -> str:
+    messages = build_prompt_with_memory(DEFAULT_SYSTEM_MESSAGE, context, question)
+    return message_text(llm.invoke(messages))
+
+
+def _ask(
+    manager: MemoryManager,
+    llm: BaseChatModel,
+    sample: LocomoSample,
+    question: str,
+    number: int,
+) -> dict[str, tuple[str, float]]:
+    """The reply of every condition, and the seconds it took."""
+    user = _user(sample)
+    chain = build_chat_chain(manager, llm)
+    replies: dict[str, tuple[str, float]] = {}
+    started = time.perf_counter()
+    asked_in = f"question-{number}"
+    try:
+        reply = chain.invoke(
+            {"input": question},
+            config={"configurable": {"conversation_id": asked_in, "user_id": user}},
+        )
+        replies["memory"] = (message_text(reply), time.perf_counter() - started)
+    finally:
+        manager.delete_conversation(asked_in, user)
+    started = time.perf_counter()
+    recent = MemoryContext(
+        conversation_id=sample.sample_id,
+        user_id=user,
+        summary=None,
+        recent=tuple(manager.recent_turns(sample.sample_id, user)),
+        items=(),
+    )
+    replies["recent"] = (_reply(llm, recent, question), time.perf_counter() - started)
+    started = time.perf_counter()
+    empty = MemoryContext(asked_in, user, None, (), ())
+    replies["none"] = (_reply(llm, empty, question), time.perf_counter() - started)
+    return replies
+
+
+def evaluate_answers(
+    path: str | Path,
+    llm: BaseChatModel,
+    *,
+    questions: int,
+    settings: MemorySettings | None = None,
+    seed: int = 0,
+    progress: EvalProgress | None = None,
+) -> AnswerReport:
+    """Answer F1 of ``questions`` sampled LoCoMo questions, with memory, recent turns, none.
+
+    Args:
+        path: A LoCoMo-format file.
+        llm: The chat model to answer with (the configured one in ``memory-chain eval``).
+        questions: How many questions to ask (each is asked three times).
+        settings: Embedding and tier-3 settings (the stores go to a temporary folder).
+        seed: Which questions are drawn.
+        progress: Told of each stage's progress.
+
+    Returns:
+        F1 per condition, overall and per category, and the time per reply.
+
+    Raises:
+        InvalidInputError: If the file is not LoCoMo-format JSON.
+        ValueError: If ``questions`` is not positive.
+    """
+    if questions < 1:
+        raise ValueError("--answers takes a positive number of questions")
+    started = time.perf_counter()
+    samples, _ = load_locomo(path)
+    chosen = sample_questions(samples, questions, seed=seed)
+    notify = progress or (lambda _stage, _done, _total: None)
+    report = AnswerReport(path=str(path))
+    scores: dict[str, dict[str, list[float]]] = {c: {} for c in CONDITIONS}
+    seconds: dict[str, list[float]] = {c: [] for c in CONDITIONS}
+    used = list(dict.fromkeys(sample.sample_id for sample, _ in chosen))
+    stored = [s for s in samples if s.sample_id in used]
+    with ingested(stored, settings, notify, report.seconds, user_of=_user) as (manager, _):
+        ask_start = time.perf_counter()
+        for number, (sample, question) in enumerate(chosen, start=1):
+            replies = _ask(manager, llm, sample, question.question + ANSWER_HINT, number)
+            category = CATEGORIES[question.category]
+            for condition, (reply, took) in replies.items():
+                f1 = answer_f1(reply, question.answer, question.category)
+                scores[condition].setdefault(category, []).append(f1)
+                seconds[condition].append(took)
+            if len(report.examples) < 5:
+                report.examples.append(
+                    {
+                        "question": question.question,
+                        "reference": question.answer,
+                        **{c: replies[c][0] for c in CONDITIONS},
+                    }
+                )
+            notify("answering", number, len(chosen))
+        report.seconds["answer"] = round(time.perf_counter() - ask_start, 2)
+    for condition in CONDITIONS:
+        every = [f for rows in scores[condition].values() for f in rows]
+        report.f1[condition] = round(100 * statistics.fmean(every), 1)
+        report.per_category[condition] = {
+            c: round(100 * statistics.fmean(rows), 1) for c, rows in scores[condition].items()
+        }
+        report.seconds_per_answer[condition] = round(statistics.median(seconds[condition]), 2)
+    report.questions = {"overall": len(chosen)} | {
+        c: len(rows) for c, rows in scores["memory"].items()
+    }
+    report.seconds["total"] = round(time.perf_counter() - started, 2)
+    return report
+
+
+def format_answers(report: AnswerReport) -> str:
+    """The F1 table (conditions by category) and the time per reply."""
+    categories = [c for c in CATEGORIES.values() if c in report.questions]
+    header = f"  {'condition':<12}{'F1':>8}" + "".join(f"{c:>13}" for c in categories)
+    lines = [
+        f"LoCoMo answer F1 ({report.questions.get('overall', 0)} questions): {report.path}",
+        header,
+    ]
+    for condition in CONDITIONS:
+        row = report.per_category.get(condition, {})
+        lines.append(
+            f"  {condition:<12}{report.f1.get(condition, 0.0):>8.1f}"
+            + "".join(f"{row.get(c, 0.0):>13.1f}" for c in categories)
+        )
+    counts = ", ".join(f"{c} {report.questions[c]}" for c in categories)
+    lines.append(f"  questions: {counts}")
+    per_answer = ", ".join(f"{c} {s:.1f} s" for c, s in report.seconds_per_answer.items())
+    lines.append(f"  median per reply: {per_answer}")
+    timings = ", ".join(f"{name} {secs:.1f} s" for name, secs in report.seconds.items())
+    lines.append(f"  time: {timings}")
+    return "\n".join(lines)

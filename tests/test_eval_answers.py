@@ -1,0 +1,94 @@
+"""Answer F1 on LoCoMo questions: the scoring, and the three ways a question is asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from memory_chain.eval.answers import answer_f1, evaluate_answers, sample_questions, token_f1
+from memory_chain.eval.locomo_data import load_locomo
+
+
+def test_f1_normalizes_like_locomo() -> None:
+    assert token_f1("The Lisbon trip!", "lisbon trip") == 1.0
+    assert token_f1("a red bicycle", "red car") == pytest.approx(0.5)
+    assert token_f1("", "anything") == 0.0
+    # Multi-hop references are scored per comma-separated part, each against its best match.
+    assert answer_f1("pottery, camping", "camping, pottery, painting", 1) == pytest.approx(2 / 3)
+    assert answer_f1("pottery, camping", "camping, pottery, painting", 4) == pytest.approx(0.8)
+
+
+class FirstMemory(BaseChatModel):
+    """Answers with the first remembered item of its prompt, or with the user's last turn."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "first-memory"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        system = str(messages[0].content)
+        if "Relevant memories" in system:
+            first = system.split("Relevant memories (most relevant first):\n", 1)[1]
+            answer = first.splitlines()[0].split(") ", 1)[1]
+        elif len(messages) > 2:
+            answer = str(messages[-2].content)  # the last turn before the question
+        else:
+            answer = "I do not know."
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
+
+
+def _file(tmp_path: Path) -> Path:
+    turns = [
+        ("Ana", "I adopted a cat named Miso last week."),
+        ("Ben", "Congratulations! I am training for the Lisbon marathon."),
+        *[("Ana" if i % 2 else "Ben", f"Small talk number {i}.") for i in range(12)],
+    ]
+    sample = {
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "9:00 am on 1 March, 2024",
+            "session_1": [
+                {"speaker": s, "dia_id": f"D1:{i}", "text": t}
+                for i, (s, t) in enumerate(turns, start=1)
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Ana's cat?", "answer": "Miso",
+             "evidence": ["D1:1"], "category": 4},
+            {"question": "Which marathon is Ben training for?", "answer": "Lisbon marathon",
+             "evidence": ["D1:2"], "category": 4},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]))
+    return path
+
+
+def test_memory_makes_the_difference_and_nothing_is_left_behind(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    report = evaluate_answers(path, FirstMemory(), questions=2)
+    assert report.questions == {"overall": 2, "single-hop": 2}
+    # The cat and the marathon are far behind the recent turns: only retrieval finds them.
+    assert report.f1["memory"] > 30.0
+    assert report.f1["recent"] == 0.0  # the last turns are small talk
+    assert report.f1["none"] == 0.0
+    assert set(report.seconds_per_answer) == {"memory", "recent", "none"}
+    assert report.examples[0]["reference"] == "Miso"
+    assert "Miso" in report.examples[0]["memory"]
+
+
+def test_questions_are_sampled_with_a_seed(tmp_path: Path) -> None:
+    samples, _ = load_locomo(_file(tmp_path))
+    one = sample_questions(samples, 1, seed=3)
+    assert one == sample_questions(samples, 1, seed=3)
+    assert len(sample_questions(samples, 10)) == 2  # no more than there are
+    with pytest.raises(ValueError, match="positive"):
+        evaluate_answers(_file(tmp_path), FirstMemory(), questions=0)

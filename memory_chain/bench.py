@@ -120,9 +120,15 @@ def _run_locomo(path: Path, *, quick: bool, echo: Echo) -> dict[str, Any]:
     )
     echo(format_report(report))
     result = report.as_dict()
-    goal = 70.0
+    hybrid, keyword = report.results["hybrid"], report.results["keyword"]
+    goal = 76.0
+    ratio = hybrid.latency_ms["p95"] / (hybrid.embedding_ms.get("p95") or float("inf"))
     result["verdicts"] = {
-        "locomo hybrid R@10 >= 70 %": "ok" if result["recall"]["10"] >= goal else "MISSED"
+        "locomo hybrid R@10 >= 76 %": "ok" if hybrid.recall[10] >= goal else "MISSED",
+        "locomo hybrid >= keyword only at every k": (
+            "ok" if all(hybrid.recall[k] >= keyword.recall[k] for k in report.ks) else "MISSED"
+        ),
+        "locomo retrieval p95 <= 1.3x query embedding p95": "ok" if ratio <= 1.3 else "MISSED",
     }
     return result
 

@@ -259,7 +259,8 @@ class MemoryManager:
         return MemoryChatMessageHistory(self, conversation_id, user_id=user_id)
 
     def close(self) -> None:
-        """Nothing to release (kept for symmetry with the other services)."""
+        """Stop the retrieval's worker threads (the stores are closed by their owners)."""
+        self.memory_search.close()
 
 
 class MemoryChatMessageHistory(BaseChatMessageHistory):

@@ -58,12 +58,16 @@ class RecallTable:
         per_category: category name → k → mean recall, in percent.
         questions: category name → questions asked (``"overall"`` too).
         latency_ms: Per-question retrieval time: ``p50``, ``p95`` and ``max``.
+        embedding_ms: The same for embedding the question alone, timed right before each
+            retrieval (empty without tier 3): retrieval costs this much more than one
+            embedding.
     """
 
     recall: dict[int, float]
     per_category: dict[str, dict[int, float]]
     questions: dict[str, int]
     latency_ms: dict[str, float]
+    embedding_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,6 +97,7 @@ class LocomoReport:
                     },
                     "questions": table.questions,
                     "latency_ms": table.latency_ms,
+                    "embedding_ms": table.embedding_ms,
                 }
                 for mode, table in self.results.items()
             },
@@ -138,7 +143,6 @@ def recall_table(
     def mean(rows: list[dict[int, float]]) -> dict[int, float]:
         return {k: round(100 * statistics.fmean(row[k] for row in rows), 1) for k in ks}
 
-    ordered = sorted(latencies)
     return RecallTable(
         recall=mean(every) if every else dict.fromkeys(ks, 0.0),
         per_category={
@@ -148,12 +152,20 @@ def recall_table(
         },
         questions={"overall": len(every)}
         | {name: len(rows) for name, rows in scores.items() if rows},
-        latency_ms={
-            "p50": round(statistics.median(ordered), 2) if ordered else 0.0,
-            "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 2) if ordered else 0.0,
-            "max": round(ordered[-1], 2) if ordered else 0.0,
-        },
+        latency_ms=latency_summary(latencies),
     )
+
+
+def latency_summary(milliseconds: Sequence[float]) -> dict[str, float]:
+    """p50, p95 and max of some timings (zeros when there are none)."""
+    ordered = sorted(milliseconds)
+    if not ordered:
+        return {"p50": 0.0, "p95": 0.0, "max": 0.0}
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "max": round(ordered[-1], 2),
+    }
 
 
 @contextmanager
@@ -288,12 +300,18 @@ def _ask(
     manager.retrieval = replace(saved, mode=mode)
     scores: dict[str, list[dict[int, float]]] = defaultdict(list)
     latencies: list[float] = []
+    embedding: list[float] = []
+    tier3 = manager.tier3
     total = sum(len(s.questions[:max_questions] if max_questions else s.questions) for s in samples)
     asked = 0
     try:
         for sample in samples:
             questions = sample.questions[:max_questions] if max_questions else sample.questions
             for question in questions:
+                if tier3 is not None:
+                    t0 = time.perf_counter()
+                    tier3.embed_query(question.question)
+                    embedding.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 context = manager.search(sample.sample_id, EVAL_USER, question.question, k=max(ks))
                 latencies.append((time.perf_counter() - t0) * 1000)
@@ -305,4 +323,6 @@ def _ask(
                 notify(f"asking ({mode})", asked, total)
     finally:
         manager.retrieval = saved
-    return recall_table(scores, latencies, ks)
+    table = recall_table(scores, latencies, ks)
+    table.embedding_ms = latency_summary(embedding) if embedding else {}
+    return table

@@ -26,13 +26,21 @@ def format_report(report: LocomoReport) -> str:
                 f"    {category:<22}{table.questions[category]:>10}"
                 + "".join(f"{row[k]:>8.1f}" for k in ks)
             )
-    lines.append("  per-question retrieval, ms:")
+    lines.append(
+        "  per-question retrieval, ms (and embedding the question alone, timed before it):"
+    )
     for mode, table in report.results.items():
-        latency = table.latency_ms
-        lines.append(
+        latency, embedding = table.latency_ms, table.embedding_ms
+        line = (
             f"    {mode:<22} p50 {latency['p50']:.2f}  p95 {latency['p95']:.2f}  "
             f"max {latency['max']:.2f}"
         )
+        if embedding.get("p95"):
+            line += (
+                f"   embedding p50 {embedding['p50']:.2f}  p95 {embedding['p95']:.2f}  "
+                f"(retrieval p95 / embedding p95 {latency['p95'] / embedding['p95']:.2f})"
+            )
+        lines.append(line)
     timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.seconds.items())
     lines.append(f"  time: {timings}")
     return "\n".join(lines)

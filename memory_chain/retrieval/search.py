@@ -27,7 +27,9 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -64,6 +66,7 @@ class RetrievalSettings:
         mode: ``"hybrid"`` fuses keyword and semantic search; ``"keyword"`` and ``"dense"``
             use one of them.
         weights: The fusion's numbers.
+        parallel: Run keyword search in a worker thread while the query is embedded.
     """
 
     keyword_k: int = 100
@@ -77,6 +80,7 @@ class RetrievalSettings:
     scope: Literal["user", "conversation"] = "user"
     mode: RetrievalMode = "hybrid"
     weights: FusionWeights = field(default_factory=FusionWeights)
+    parallel: bool = True
 
 
 @dataclass
@@ -263,6 +267,8 @@ class MemorySearch:
         self.store = store
         self.tier3 = tier3
         self.settings = settings or RetrievalSettings()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     def find(
         self,
@@ -315,65 +321,92 @@ class MemorySearch:
         Takes the arguments of :meth:`find`; :meth:`Candidates.rank` ranks the result under
         any weights (the cross-validation of the weights gathers once per question).
         """
-        mode = self.settings.mode
+        settings = self.settings
         scope = _Scope(user_id, conversation_id)
         pool = _Pool(exclude)
         found = Candidates(
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
         )
-        if mode != "dense":
+        tier3 = self.tier3 if settings.mode != "keyword" and query.strip() else None
+        keyword: Future[list[KeywordHit]] | None = None
+        if settings.mode != "dense":
+            # Keyword search runs in a worker thread while the query is embedded (SQLite and
+            # torch both release the GIL): on an idle machine it then costs nothing.
+            keyword = self._submit(self._keyword_hits, query, scope, parallel=tier3 is not None)
+        dense: list[VectorHit] | None = None
+        vector: list[float] | None = None
+        if tier3 is not None:
             try:
-                self._keyword(query, scope, pool)
+                vector = tier3.embed_query(dense_query(query, self._common_words(query, scope)))
+                dense = self._dense_hits(tier3, vector, scope, found.windows)
+            except MemoryChainError as exc:
+                found.degraded.append(f"tier3 semantic search: {exc}")
+        if keyword is not None:
+            try:
+                for found_hit in keyword.result():
+                    source = "tier2-turns" if found_hit.kind == "turn" else "tier2-summaries"
+                    pool.add(keyword_item(found_hit), source, keyword=found_hit.score)
                 found.keyword = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier2 keyword search: {exc}")
-        if mode != "keyword" and self.tier3 is not None and query.strip():
+        if tier3 is not None and vector is not None and dense is not None:
+            for hit in dense:
+                pool.add(vector_item(hit), "tier3", cosine=hit.score)
             try:
-                vector = self._semantic(self.tier3, query, scope, found.windows, pool)
+                self._neighbours(tier3, vector, scope.user_id, pool)
                 found.semantic = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
-            else:
-                if facts:
-                    self._facts(self.tier3, vector, user_id, pool, found.degraded)
+            if facts and found.semantic:
+                self._facts(tier3, vector, user_id, pool, found.degraded)
         return found
 
-    def _keyword(self, query: str, scope: _Scope, pool: _Pool) -> None:
-        for kind, limit, source in (
-            ("turn", self.settings.keyword_k, "tier2-turns"),
-            ("summary", self.settings.summary_k, "tier2-summaries"),
-        ):
-            hits = self.store.search(
-                query,
-                user_id=scope.user_id,
-                conversation_id=scope.conversation_id,
-                kinds=(kind,),  # type: ignore[arg-type]
-                limit=limit,
-            )
-            for hit in hits:
-                pool.add(keyword_item(hit), source, keyword=hit.score)
+    def _submit(
+        self, work: Callable[..., list[KeywordHit]], *args: Any, parallel: bool
+    ) -> Future[list[KeywordHit]]:
+        """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""
+        if parallel and self.settings.parallel:
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(4, thread_name_prefix="memory-search")
+                return self._executor.submit(work, *args)
+        done: Future[list[KeywordHit]] = Future()
+        try:
+            done.set_result(work(*args))
+        except MemoryChainError as exc:
+            done.set_exception(exc)
+        return done
 
-    def _semantic(
-        self,
-        tier3: Tier3,
-        query: str,
-        scope: _Scope,
-        windows: Sequence[TimeWindow],
-        pool: _Pool,
-    ) -> list[float]:
-        """Semantic candidates (and in each dated window of the query); the query vector."""
+    def close(self) -> None:
+        """Stop the worker threads (started on first use); idempotent."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def _keyword_hits(self, query: str, scope: _Scope) -> list[KeywordHit]:
+        """The best turns and summaries by BM25, turns first."""
+        hits = self.store.search(
+            query,
+            user_id=scope.user_id,
+            conversation_id=scope.conversation_id,
+            limit=self.settings.keyword_k,
+        )
+        summaries = [hit for hit in hits if hit.kind == "summary"]
+        return [hit for hit in hits if hit.kind == "turn"] + summaries[: self.settings.summary_k]
+
+    def _dense_hits(
+        self, tier3: Tier3, vector: list[float], scope: _Scope, windows: Sequence[TimeWindow]
+    ) -> list[VectorHit]:
+        """The most similar turns, and the most similar in each dated window of the query."""
         settings = self.settings
-        vector = tier3.embed_query(dense_query(query, self._common_words(query, scope)))
         hits = tier3.search(vector, scope.where(), settings.semantic_k)
         for window in windows:
             bounds = window.bounds(after=settings.weights.time_slack)
             if bounds is not None:
                 inside = scope.where(since=bounds[0], until=bounds[1])
                 hits.extend(tier3.search(vector, inside, settings.window_k))
-        for hit in hits:
-            pool.add(vector_item(hit), "tier3", cosine=hit.score)
-        self._neighbours(tier3, vector, scope.user_id, pool)
-        return vector
+        return hits
 
     def _common_words(self, query: str, scope: _Scope) -> set[str]:
         try:

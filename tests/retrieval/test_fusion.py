@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -65,7 +66,7 @@ def test_a_turn_in_the_querys_time_window_gets_the_bonus() -> None:
     scores = score_candidates([inside, outside], weights=W, windows=windows)
     assert scores == pytest.approx([0.5 * 0.3 + 0.3, 0.5 * 0.5])
     # The slack reaches a day later; without slack it does not.
-    tight = FusionWeights(time=0.3, time_slack=timedelta(0))
+    tight = replace(W, time_slack=timedelta(0))
     assert score_candidates([inside], weights=tight, windows=windows)[0] == pytest.approx(0.15)
 
 

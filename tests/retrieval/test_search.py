@@ -175,3 +175,16 @@ def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> Non
     assert [(d.metadata["turn_number"], d.metadata["score"]) for d in docs] == expected
     assert docs[0].page_content == TRIP[4]
     assert docs[0].metadata["sources"] == list(found.items[0].sources)
+
+
+def test_keyword_search_in_a_worker_thread_changes_nothing(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    query = "When do we leave for Lisbon, and what do we pack?"
+    parallel = manager.find(query, user_id="ana", limit=6)
+    manager.retrieval = replace(manager.retrieval, parallel=False)
+    assert manager.find(query, user_id="ana", limit=6) == parallel
+    manager.close()  # stops the worker threads; a later search starts them again
+    manager.retrieval = replace(manager.retrieval, parallel=True)
+    assert manager.find(query, user_id="ana", limit=6) == parallel
+    manager.close()

@@ -203,8 +203,8 @@ class MemoryItem:
 
     ``tier`` says where it came from (tier 2 keyword hits are turns or summaries, tier 3
     semantic hits are turns, ``facts`` are things the user asked to remember). ``score`` is
-    the fused rank score (reciprocal rank fusion over every source that found the item):
-    higher is more relevant, comparable within one context only.
+    the fused score (:mod:`memory_chain.retrieval.fusion`: keyword score and cosine
+    combined): higher is more relevant, comparable within one context only.
     """
 
     tier: MemoryTier

@@ -45,7 +45,7 @@ from memory_chain.eval.locomo import (
 )
 from memory_chain.eval.locomo_data import CATEGORIES, load_locomo
 from memory_chain.retrieval import FusionWeights, RetrievalMode
-from memory_chain.retrieval.search import Candidates
+from memory_chain.retrieval.candidates import Candidates
 
 #: The grid searched per mode: weight name → values (the others stay at their defaults).
 GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {

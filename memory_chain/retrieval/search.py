@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +34,19 @@ from datetime import datetime
 from typing import Any, Literal
 
 from memory_chain.errors import MemoryChainError
-from memory_chain.retrieval.fusion import Candidate, FusionWeights, is_question, item_key, rank
+from memory_chain.retrieval.candidates import (
+    Candidates,
+    Pool,
+    Scope,
+    TurnKey,
+    dense_query,
+    keyword_item,
+    question_before,
+    turn_of,
+    vector_item,
+    wanted_neighbours,
+)
+from memory_chain.retrieval.fusion import FusionWeights, is_question
 from memory_chain.retrieval.timeframes import TimeWindow, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
@@ -43,7 +54,6 @@ from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, point_id
 from memory_chain.tiers.vectors.tier import Tier3
 
 RetrievalMode = Literal["hybrid", "dense", "keyword"]
-TurnKey = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -83,173 +93,12 @@ class RetrievalSettings:
     parallel: bool = True
 
 
-@dataclass
-class Candidates:
-    """What the sources found for one query, before fusion (see :meth:`MemorySearch.gather`).
-
-    Attributes:
-        items: The candidates, keyword hits first.
-        windows: The time windows the query names.
-        keyword: Whether keyword search answered.
-        semantic: Whether semantic search answered.
-        degraded: What failed, in words.
-    """
-
-    items: list[Candidate]
-    windows: list[TimeWindow]
-    keyword: bool
-    semantic: bool
-    degraded: list[str] = field(default_factory=list)
-
-    def rank(self, weights: FusionWeights, limit: int) -> list[MemoryItem]:
-        """The best ``limit`` items under ``weights``."""
-        return rank(
-            self.items,
-            weights=weights,
-            limit=limit,
-            windows=self.windows,
-            keyword=self.keyword,
-            semantic=self.semantic,
-        )
-
-
 @dataclass(frozen=True)
 class Found:
     """Memory items for a query, best first, and what was degraded."""
 
     items: list[MemoryItem]
     degraded: list[str]
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def dense_query(query: str, common: Collection[str]) -> str:
-    """``query`` without the words in ``common`` (lower-case), for semantic search.
-
-    An embedding cannot discount a word the way BM25's IDF does: a word found in most of the
-    searched turns (a name that opens every message, a topic the user always talks about)
-    makes every turn that mentions it look similar. Leaving such words out lets the words
-    that tell the turns apart decide. The whole query when nothing would be left.
-    """
-    if not common:
-        return query
-    kept = _WORD.sub(lambda m: "" if m.group(0).lower() in common else m.group(0), query)
-    kept = " ".join(kept.split())
-    return kept if _WORD.search(kept) else query
-
-
-def keyword_item(hit: KeywordHit) -> MemoryItem:
-    """A tier-2 keyword hit as a memory item (score set by fusion)."""
-    return MemoryItem(
-        tier="tier2",
-        kind=hit.kind,
-        conversation_id=hit.conversation_id,
-        content=hit.text,
-        timestamp=hit.timestamp,
-        score=hit.score,
-        turn_number=hit.turn_number,
-        role=hit.role,
-        turn_range=hit.turn_range,
-    )
-
-
-def vector_item(hit: VectorHit, *, fact: bool = False) -> MemoryItem:
-    """A tier-3 hit (a turn, or a remembered fact) as a memory item."""
-    payload = hit.payload
-    return MemoryItem(
-        tier="facts" if fact else "tier3",
-        kind="fact" if fact else "turn",
-        conversation_id=payload.conversation_id,
-        content=payload.content,
-        timestamp=payload.timestamp,
-        score=hit.score,
-        turn_number=payload.turn_number,
-        role=payload.role,  # type: ignore[arg-type]
-    )
-
-
-@dataclass(frozen=True)
-class _Scope:
-    user_id: str
-    conversation_id: str | None
-
-    def where(self, **conditions: Any) -> VectorFilter:
-        return VectorFilter(
-            user_id=self.user_id, conversation_id=self.conversation_id, **conditions
-        )
-
-
-class _Pool:
-    """The candidates of one query, one per item, in the order they were first found."""
-
-    def __init__(self, exclude: Collection[TurnKey]) -> None:
-        self.items: list[Candidate] = []
-        self._by_key: dict[tuple[Any, ...], Candidate] = {}
-        self._excluded = {("turn", conversation, turn) for conversation, turn in exclude}
-
-    def add(
-        self,
-        item: MemoryItem,
-        source: str,
-        *,
-        keyword: float | None = None,
-        cosine: float | None = None,
-    ) -> None:
-        key = item_key(item)
-        if key in self._excluded:
-            return
-        candidate = self._by_key.get(key)
-        if candidate is None:
-            candidate = self._by_key[key] = Candidate(item)
-            self.items.append(candidate)
-        if source not in candidate.sources:
-            candidate.sources.append(source)
-        if keyword is not None:
-            candidate.keyword = keyword
-        if cosine is not None and candidate.cosine is None:
-            candidate.cosine = cosine
-
-    def turns(self) -> list[Candidate]:
-        return [c for c in self.items if c.item.kind == "turn" and c.item.turn_number]
-
-    def turn(self, conversation_id: str, number: int) -> Candidate | None:
-        return self._by_key.get(("turn", conversation_id, number))
-
-
-def _turn_of(candidate: Candidate) -> TurnKey:
-    number = candidate.item.turn_number
-    assert number is not None
-    return candidate.item.conversation_id, number
-
-
-def _wanted(pool: _Pool) -> set[TurnKey]:
-    """Turns whose cosine fusion needs and semantic search did not give."""
-    wanted: set[TurnKey] = set()
-    for candidate in pool.turns():
-        conversation, number = _turn_of(candidate)
-        if candidate.cosine is None:
-            wanted.add((conversation, number))
-        if number > 1 and pool.turn(conversation, number - 1) is None:
-            wanted.add((conversation, number - 1))
-        if is_question(candidate.item.content) and pool.turn(conversation, number + 1) is None:
-            wanted.add((conversation, number + 1))
-    return wanted
-
-
-def _question_before(
-    candidate: Candidate, pool: _Pool, fetched: dict[TurnKey, VectorHit]
-) -> float | None:
-    """The cosine of the turn before ``candidate`` when that turn is a question."""
-    conversation, number = _turn_of(candidate)
-    before = pool.turn(conversation, number - 1)
-    if before is not None and before.cosine is not None:
-        text, cosine = before.item.content, before.cosine
-    elif (hit := fetched.get((conversation, number - 1))) is not None:
-        text, cosine = hit.payload.content, hit.score
-    else:
-        return None
-    return cosine if is_question(text) else None
 
 
 class MemorySearch:
@@ -322,8 +171,8 @@ class MemorySearch:
         any weights (the cross-validation of the weights gathers once per question).
         """
         settings = self.settings
-        scope = _Scope(user_id, conversation_id)
-        pool = _Pool(exclude)
+        scope = Scope(user_id, conversation_id)
+        pool = Pool(exclude)
         found = Candidates(
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
         )
@@ -384,7 +233,7 @@ class MemorySearch:
         if executor is not None:
             executor.shutdown(wait=True)
 
-    def _keyword_hits(self, query: str, scope: _Scope) -> list[KeywordHit]:
+    def _keyword_hits(self, query: str, scope: Scope) -> list[KeywordHit]:
         """The best turns and summaries by BM25, turns first."""
         hits = self.store.search(
             query,
@@ -396,7 +245,7 @@ class MemorySearch:
         return [hit for hit in hits if hit.kind == "turn"] + summaries[: self.settings.summary_k]
 
     def _dense_hits(
-        self, tier3: Tier3, vector: list[float], scope: _Scope, windows: Sequence[TimeWindow]
+        self, tier3: Tier3, vector: list[float], scope: Scope, windows: Sequence[TimeWindow]
     ) -> list[VectorHit]:
         """The most similar turns, and the most similar in each dated window of the query."""
         settings = self.settings
@@ -408,7 +257,7 @@ class MemorySearch:
                 hits.extend(tier3.search(vector, inside, settings.window_k))
         return hits
 
-    def _common_words(self, query: str, scope: _Scope) -> set[str]:
+    def _common_words(self, query: str, scope: Scope) -> set[str]:
         try:
             return self.store.common_words(
                 query,
@@ -421,31 +270,31 @@ class MemorySearch:
             return set()
 
     @staticmethod
-    def _neighbours(tier3: Tier3, vector: list[float], user_id: str, pool: _Pool) -> None:
+    def _neighbours(tier3: Tier3, vector: list[float], user_id: str, pool: Pool) -> None:
         """One search by point id for the cosines fusion still needs.
 
         Those of candidates semantic search did not rank, of the turn before each candidate
         (an answer is credited with its question's cosine), and of the turn after each
         question (a candidate of its own).
         """
-        wanted = _wanted(pool)
+        wanted = wanted_neighbours(pool)
         fetched: dict[TurnKey, VectorHit] = {}
         if wanted:
             ids = tuple(point_id(conversation, number) for conversation, number in wanted)
             for hit in tier3.search(vector, VectorFilter(user_id=user_id, ids=ids), len(ids)):
                 fetched[(hit.payload.conversation_id, hit.payload.turn_number)] = hit
         for candidate in pool.turns():
-            key = _turn_of(candidate)
+            key = turn_of(candidate)
             if candidate.cosine is None and key in fetched:
                 candidate.cosine = fetched[key].score
             answer = fetched.get((key[0], key[1] + 1))
             if answer is not None and is_question(candidate.item.content):
                 pool.add(vector_item(answer), "tier3", cosine=answer.score)
         for candidate in pool.turns():
-            candidate.question_before = _question_before(candidate, pool, fetched)
+            candidate.question_before = question_before(candidate, pool, fetched)
 
     def _facts(
-        self, tier3: Tier3, vector: list[float], user_id: str, pool: _Pool, degraded: list[str]
+        self, tier3: Tier3, vector: list[float], user_id: str, pool: Pool, degraded: list[str]
     ) -> None:
         try:
             hits = tier3.search_facts(user_id, vector, self.settings.facts_k)

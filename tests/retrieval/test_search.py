@@ -13,8 +13,8 @@ from qdrant_client import QdrantClient
 
 from memory_chain.errors import StorageError
 from memory_chain.manager import MemoryManager
+from memory_chain.retrieval.candidates import dense_query
 from memory_chain.retrieval.retriever import MemoryRetriever
-from memory_chain.retrieval.search import dense_query
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import __version__
-from memory_chain.api import conversations, langserve_routes, openai_compat
+from memory_chain.api import conversations, langserve_routes, metrics, openai_compat
 from memory_chain.api.deps import ServicesDep
 from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
@@ -81,8 +81,11 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     install_error_handlers(app)
     limits = {"max_bytes": (settings or MemorySettings.model_construct()).max_request_bytes}
     app.add_middleware(BodySizeLimit, max_bytes=lambda: limits["max_bytes"])
+    # Outermost, so that requests refused by the size limit are timed too.
+    app.add_middleware(metrics.RequestMetrics)
     app.include_router(conversations.router)
     app.include_router(openai_compat.router)
+    app.include_router(metrics.router)
     chat = langserve_routes.chat_stand_in()
     retriever = langserve_routes.retriever_stand_in()
     langserve_routes.mount(app, chat, retriever)

@@ -82,7 +82,7 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     }
     report = browsers.drive(node, "memory_browser.js", options, timeout=180)
     assert report["error"] is None, report
-    assert report["consoleErrors"] == []
+    assert report["pageErrors"] == []
     assert report["blockedRequests"] == []
 
     # It asks for a key, and says what is wrong with a bad one.

@@ -10,18 +10,7 @@
 // open a conversation (turns, range summaries, running summary); search it; read the
 // remembered facts; archive another conversation (cancel once, then confirm); purge it.
 
-const path = require("node:path");
-const { chromium } = require("playwright-core");
-
-const CHROMIUM_FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+const { main } = require("./common");
 
 const texts = (page, selector) => page.locator(selector).allInnerTexts();
 
@@ -63,118 +52,79 @@ async function confirmVia(page, button, answer) {
   return question;
 }
 
-async function main() {
-  const options = JSON.parse(process.argv[2]);
-  const shot = (name) => path.join(options.screenshotDir, name);
-  const report = { error: null, step: null, consoleErrors: [], blockedRequests: [], screenshots: [] };
-  const browser = await chromium.launch({
-    executablePath: options.chromium,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-  });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    if (url.hostname !== "127.0.0.1") {
-      report.blockedRequests.push(url.href);
-      return route.abort();
-    }
-    return route.continue();
-  });
-  const page = await context.newPage();
-  page.setDefaultTimeout(options.timeoutMs || 30000);
-  page.on("pageerror", (e) => report.consoleErrors.push(String(e)));
-  const screenshot = async (name, fullPage = true) => {
-    await page.screenshot({ path: shot(name), fullPage });
-    report.screenshots.push(shot(name));
+main(async ({ page, options, report, screenshot }) => {
+  report.step = "open the page";
+  await page.goto(`${options.baseUrl}/ui/`);
+  await page.waitForFunction(() => document.querySelector("#whoami").textContent !== "");
+  report.opened = { whoami: await page.locator("#whoami").innerText() };
+
+  report.step = "connect with a wrong key";
+  await connect(page, options.wrongKey);
+  report.wrongKey = { error: await page.locator("#error").innerText() };
+
+  report.step = "connect";
+  await connect(page, options.key);
+  await page.locator("#conversations li[data-id]").first().waitFor();
+  report.connected = {
+    whoami: await page.locator("#whoami").innerText(),
+    errorHidden: await page.locator("#error").isHidden(),
+    conversations: await conversations(page),
+    facts: await texts(page, "#facts li .text"),
   };
-  try {
-    report.step = "open the page";
-    await page.goto(`${options.baseUrl}/ui/`);
-    await page.waitForFunction(() => document.querySelector("#whoami").textContent !== "");
-    report.opened = { whoami: await page.locator("#whoami").innerText() };
 
-    report.step = "connect with a wrong key";
-    await connect(page, options.wrongKey);
-    report.wrongKey = { error: await page.locator("#error").innerText() };
+  report.step = "open a conversation";
+  await openConversation(page, options.conversation);
+  report.conversation = {
+    title: await page.locator("#conversation-title").innerText(),
+    meta: await page.locator("#conversation-meta").innerText(),
+    runningSummary: await page.locator("#running-summary").innerText(),
+    summaries: await texts(page, "#summaries li .text"),
+    summaryRanges: await texts(page, "#summaries li .meta"),
+    turns: await texts(page, "#turns li .text"),
+  };
 
-    report.step = "connect";
-    await connect(page, options.key);
-    await page.locator("#conversations li[data-id]").first().waitFor();
-    report.connected = {
-      whoami: await page.locator("#whoami").innerText(),
-      errorHidden: await page.locator("#error").isHidden(),
-      conversations: await conversations(page),
-      facts: await texts(page, "#facts li .text"),
-    };
+  report.step = "search";
+  await page.locator("#search-query").fill(options.query);
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.locator("#results tbody tr").first().waitFor();
+  report.search = await page.evaluate(() =>
+    Array.from(document.querySelectorAll("#results tbody tr")).map((tr) => ({
+      tier: tr.querySelector(".tier")?.innerText,
+      sources: tr.querySelector(".sources")?.innerText,
+      score: tr.querySelector(".score")?.innerText,
+      turn: tr.querySelector(".turn")?.innerText,
+      content: tr.querySelector(".text")?.innerText,
+    })),
+  );
+  await screenshot("memory-browser.png");
 
-    report.step = "open a conversation";
-    await openConversation(page, options.conversation);
-    report.conversation = {
-      title: await page.locator("#conversation-title").innerText(),
-      meta: await page.locator("#conversation-meta").innerText(),
-      runningSummary: await page.locator("#running-summary").innerText(),
-      summaries: await texts(page, "#summaries li .text"),
-      summaryRanges: await texts(page, "#summaries li .meta"),
-      turns: await texts(page, "#turns li .text"),
-    };
+  report.step = "archive (cancel, then confirm)";
+  await openConversation(page, options.remove);
+  const question = await confirmVia(page, "#archive-button", "cancel");
+  const afterCancel = await page.locator("#conversation-meta").innerText();
+  await confirmVia(page, "#archive-button", "ok");
+  await page.waitForFunction(() =>
+    document.querySelector("#conversation-meta").textContent.startsWith("archived"),
+  );
+  report.archive = {
+    question,
+    afterCancel,
+    afterConfirm: await page.locator("#conversation-meta").innerText(),
+    listed: await conversations(page),
+  };
 
-    report.step = "search";
-    await page.locator("#search-query").fill(options.query);
-    await page.getByRole("button", { name: "Search", exact: true }).click();
-    await page.locator("#results tbody tr").first().waitFor();
-    report.search = await page.evaluate(() =>
-      Array.from(document.querySelectorAll("#results tbody tr")).map((tr) => ({
-        tier: tr.querySelector(".tier")?.innerText,
-        sources: tr.querySelector(".sources")?.innerText,
-        score: tr.querySelector(".score")?.innerText,
-        turn: tr.querySelector(".turn")?.innerText,
-        content: tr.querySelector(".text")?.innerText,
-      })),
-    );
-    await screenshot("memory-browser.png");
-
-    report.step = "archive (cancel, then confirm)";
-    await openConversation(page, options.remove);
-    const question = await confirmVia(page, "#archive-button", "cancel");
-    const afterCancel = await page.locator("#conversation-meta").innerText();
-    await confirmVia(page, "#archive-button", "ok");
-    await page.waitForFunction(() =>
-      document.querySelector("#conversation-meta").textContent.startsWith("archived"),
-    );
-    report.archive = {
-      question,
-      afterCancel,
-      afterConfirm: await page.locator("#conversation-meta").innerText(),
-      listed: await conversations(page),
-    };
-
-    report.step = "purge";
-    const purgeQuestion = await page.locator("#purge-button").click().then(async () => {
-      await page.locator("dialog#confirm").waitFor();
-      const text = await page.locator("#confirm-text").innerText();
-      await screenshot("purge-confirmation.png", false);
-      await page.locator("#confirm-ok").click();
-      return text;
-    });
-    await page.locator("#placeholder").waitFor();
-    await page.waitForFunction(
-      (gone) => !document.querySelector(`#conversations li[data-id='${gone}']`),
-      options.remove,
-    );
-    report.purge = { question: purgeQuestion, listed: await conversations(page) };
-    report.step = null;
-  } catch (error) {
-    report.error = String(error && error.stack ? error.stack : error);
-    await screenshot("failure.png").catch(() => {});
-  } finally {
-    await browser.close();
-  }
-  process.stdout.write(JSON.stringify(report));
-  process.exitCode = report.error ? 1 : 0;
-}
-
-main().catch((error) => {
-  process.stdout.write(JSON.stringify({ error: String(error && error.stack ? error.stack : error) }));
-  process.exitCode = 1;
+  report.step = "purge";
+  const purgeQuestion = await page.locator("#purge-button").click().then(async () => {
+    await page.locator("dialog#confirm").waitFor();
+    const text = await page.locator("#confirm-text").innerText();
+    await screenshot("purge-confirmation.png", false);
+    await page.locator("#confirm-ok").click();
+    return text;
+  });
+  await page.locator("#placeholder").waitFor();
+  await page.waitForFunction(
+    (gone) => !document.querySelector(`#conversations li[data-id='${gone}']`),
+    options.remove,
+  );
+  report.purge = { question: purgeQuestion, listed: await conversations(page) };
 });

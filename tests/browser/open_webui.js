@@ -15,18 +15,7 @@
 // Every request to a host other than 127.0.0.1 is blocked and listed in "blockedRequests"
 // (nothing may leave the machine). Exit status 0 when every step ran, 1 when one failed.
 
-const path = require("node:path");
-const { chromium } = require("playwright-core");
-
-const CHROMIUM_FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+const { main } = require("./common");
 
 const REPLY = ".chat-assistant #response-content-container";
 // A finished reply gets a toolbar; its "read aloud" button is there once per reply.
@@ -129,82 +118,31 @@ async function openChat(page, chatId) {
   };
 }
 
-async function main() {
-  const options = JSON.parse(process.argv[2]);
+main(async ({ options, page, report, screenshot }) => {
   const timeout = options.timeoutMs || 60000;
-  const shot = (name) => path.join(options.screenshotDir, name);
-  const report = {
-    error: null,
-    step: null,
-    chats: [],
-    consoleErrors: [],
-    failedResponses: [],
-    blockedRequests: [],
-    screenshots: [],
-  };
-  const browser = await chromium.launch({
-    executablePath: options.chromium,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-  });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  await context.route("**/*", (route) => {
-    const url = new URL(route.request().url());
-    if (url.hostname !== "127.0.0.1" && url.protocol !== "data:" && url.protocol !== "blob:") {
-      report.blockedRequests.push(url.href);
-      return route.abort();
-    }
-    return route.continue();
-  });
-  const page = await context.newPage();
-  page.setDefaultTimeout(timeout);
-  page.on("pageerror", (e) => report.consoleErrors.push(String(e)));
-  page.on("response", (r) => {
-    if (r.status() >= 400) {
-      report.failedResponses.push({ status: r.status(), method: r.request().method(), url: r.url() });
-    }
-  });
-  const screenshot = async (name) => {
-    await page.screenshot({ path: shot(name) });
-    report.screenshots.push(shot(name));
-  };
-  try {
-    report.step = "sign in";
-    await signIn(page, options);
-    for (const [number, message] of options.messages.entries()) {
-      report.step = `chat ${number + 1}`;
-      report.chats.push(await chat(page, message, timeout));
-      await screenshot(`${options.prefix || ""}chat-${number + 1}.png`);
-    }
-    report.step = "wait for the chats' titles";
-    report.sidebarBeforeReload = await waitForTitles(
-      page,
-      report.chats.map((c) => c.chatId),
-      timeout,
-    );
-    if (options.reload) {
-      report.step = "reload";
-      await page.reload();
-      await page.locator("#chat-input").waitFor();
-      await openSidebar(page);
-      await page.locator("#sidebar a[href^='/c/']").first().waitFor();
-      report.sidebarAfterReload = await sidebarChats(page);
-      report.step = "open the first chat again";
-      report.reopened = await openChat(page, report.chats[0].chatId);
-      await screenshot(`${options.prefix || ""}after-reload.png`);
-    }
-    report.step = null;
-  } catch (error) {
-    report.error = String(error && error.stack ? error.stack : error);
-    await screenshot(`${options.prefix || ""}failure.png`).catch(() => {});
-  } finally {
-    await browser.close();
+  report.chats = [];
+  report.step = "sign in";
+  await signIn(page, options);
+  for (const [number, message] of options.messages.entries()) {
+    report.step = `chat ${number + 1}`;
+    report.chats.push(await chat(page, message, timeout));
+    await screenshot(`chat-${number + 1}.png`);
   }
-  process.stdout.write(JSON.stringify(report));
-  process.exitCode = report.error ? 1 : 0;
-}
-
-main().catch((error) => {
-  process.stdout.write(JSON.stringify({ error: String(error && error.stack ? error.stack : error) }));
-  process.exitCode = 1;
+  report.step = "wait for the chats' titles";
+  report.sidebarBeforeReload = await waitForTitles(
+    page,
+    report.chats.map((c) => c.chatId),
+    timeout,
+  );
+  if (options.reload) {
+    report.step = "reload";
+    await page.reload();
+    await page.locator("#chat-input").waitFor();
+    await openSidebar(page);
+    await page.locator("#sidebar a[href^='/c/']").first().waitFor();
+    report.sidebarAfterReload = await sidebarChats(page);
+    report.step = "open the first chat again";
+    report.reopened = await openChat(page, report.chats[0].chatId);
+    await screenshot("after-reload.png");
+  }
 });

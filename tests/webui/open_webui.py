@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from tests.postgres import free_port
+from tests.servers import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SETUP_SCRIPT = ROOT / "scripts" / "setup-open-webui.sh"
@@ -130,17 +130,8 @@ class OpenWebUI:
                 stderr=subprocess.STDOUT,
                 text=True,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"Open WebUI exited:\n{self.tail()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"Open WebUI did not start in {timeout:.0f} s:\n{self.tail()}")
+        wait_until_healthy(self.process, f"{self.url}/health", timeout, self.tail)
+        return self
 
     def tail(self, chars: int = 4000) -> str:
         """The end of its log."""

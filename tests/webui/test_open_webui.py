@@ -128,7 +128,7 @@ def _explain(report: dict[str, Any], webui: OpenWebUI) -> str:
     return (
         f"Open WebUI failed at step {report.get('step')!r}: {report.get('error')}\n"
         f"failed responses: {report.get('failedResponses')}\n"
-        f"page errors: {report.get('consoleErrors')}\n"
+        f"page errors: {report.get('pageErrors')}, console: {report.get('consoleErrors')}\n"
         f"screenshots: {report.get('screenshots')}\n"
         f"Open WebUI log (end):\n{webui.tail()}"
     )

@@ -27,6 +27,12 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$VENV/bin/open-webui" ]
     exit 0
 fi
 
+# open-webui 0.12.4 supports Python 3.11 and 3.12 only.
+if ! "$PYTHON" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 12))'; then
+    log "open-webui $OPEN_WEBUI_VERSION needs Python 3.11 or 3.12; $PYTHON is $("$PYTHON" --version 2>&1): set PYTHON=python3.11"
+    exit 1
+fi
+
 started=$SECONDS
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating $VENV with $($PYTHON --version)"

@@ -96,19 +96,12 @@ def reindex(
 @app.command()
 def stats() -> None:
     """Print counts of conversations, turns and summaries as JSON."""
-    from sqlalchemy import func, select
-
-    from memory_chain.tiers.sql import check_schema, create_sql_engine
-    from memory_chain.tiers.sql.models import conversations, summaries, turns
+    from memory_chain.tiers.sql import SQLStore, check_schema, create_sql_engine
 
     settings = _settings()
     engine = create_sql_engine(settings.sql_url)
     check_schema(engine)
-    with engine.connect() as conn:
-        counts = {
-            table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-            for table in (conversations, turns, summaries)
-        }
+    counts = SQLStore(engine).counts()
     typer.echo(json.dumps({"database": engine.url.render_as_string(), **counts}, indent=2))
 
 

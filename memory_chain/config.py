@@ -177,6 +177,12 @@ class MemorySettings(BaseSettings):
         "'<namespace>:<id>' from the X-OpenWebUI-User-Id (or X-User-Id) header, else as "
         "'<namespace>'. When set, every endpoint requires a key, as with api_keys.",
     )
+    metrics_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key a Prometheus server sends ('Authorization: Bearer <key>') to scrape "
+        "/metrics. /metrics takes it or any API key; without keys of any kind, /metrics is "
+        "open like every endpoint.",
+    )
     max_request_bytes: int = Field(
         default=8_000_000,
         ge=1_024,
@@ -205,6 +211,12 @@ class MemorySettings(BaseSettings):
         both = self.api_keys.keys() & self.proxy_api_keys.keys()
         if both:
             raise ValueError("a key is in both api_keys and proxy_api_keys: give it one role")
+        if self.metrics_api_key is not None:
+            metrics_key = self.metrics_api_key.get_secret_value()
+            if not metrics_key.strip():
+                raise ValueError("metrics_api_key is empty: unset it or give it a value")
+            if metrics_key in self.api_keys or metrics_key in self.proxy_api_keys:
+                raise ValueError("metrics_api_key is also an API key: give it one role")
         for namespace in self.proxy_api_keys.values():
             if ":" in namespace:
                 raise ValueError(f"proxy_api_keys namespace {namespace!r} contains ':'")

@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 from langchain_core.runnables import Runnable
 from langchain_core.runnables.config import run_in_executor
 
+from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.summarize import summary_inputs
@@ -110,6 +112,7 @@ class ConsolidationService:
         self.settings = settings or ConsolidationSettings()
         self.sleep = sleep
         self.failures = 0
+        self._waiting = 0  # queued or running (the executor keeps no count of its own)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="consolidation")
         # The last run per conversation; finished ones are dropped past _KEEP_FINISHED entries.
         self._pending: dict[str, Future[Summary | None]] = {}
@@ -182,11 +185,18 @@ class ConsolidationService:
             if pending is not None and not pending.done() and not force:
                 return pending
             future = self._executor.submit(self._run, conversation_id, user_id, reason)
+            self._waiting += 1
             self._pending[conversation_id] = future
             if len(self._pending) > self._prune_above:
                 self._pending = {c: f for c, f in self._pending.items() if not f.done()}
                 self._prune_above = max(_KEEP_FINISHED, 2 * len(self._pending))
             return future
+
+    @property
+    def waiting(self) -> int:
+        """Scheduled consolidations not finished yet (queued or running)."""
+        with self._pending_lock:
+            return self._waiting
 
     def _run(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
         try:
@@ -195,6 +205,9 @@ class ConsolidationService:
             self.failures += 1
             logger.exception("consolidation of %s (%s) failed", conversation_id, reason)
             raise
+        finally:
+            with self._pending_lock:
+                self._waiting -= 1
 
     # -- the work ---------------------------------------------------------------------------
 
@@ -212,6 +225,17 @@ class ConsolidationService:
                 stored and tier 1 was not pruned.
             ConversationNotFoundError: If the conversation does not exist for ``user_id``.
         """
+        started = time.perf_counter()
+        try:
+            stored = self._consolidate(conversation_id, user_id, reason)
+        except Exception:
+            metrics.observe_consolidation("failed", time.perf_counter() - started)
+            raise
+        outcome: Literal["stored", "nothing"] = "stored" if stored is not None else "nothing"
+        metrics.observe_consolidation(outcome, time.perf_counter() - started)
+        return stored
+
+    def _consolidate(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
         with self._locks[hash(conversation_id) % len(self._locks)]:
             stored: Summary | None = None
             first = self.store.get_conversation(conversation_id, user_id=user_id)

@@ -19,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_ollama import ChatOllama
 
 from memory_chain.config import MemorySettings
+from memory_chain.metrics import LLMTimer
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def _ollama(
         temperature=0.0 if summary else settings.llm_temperature,
         num_predict=settings.llm_max_tokens,
         client_kwargs={"timeout": settings.llm_timeout_seconds},
+        callbacks=[LLMTimer("summary" if summary else "chat")],
     )
 
 

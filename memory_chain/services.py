@@ -29,6 +29,7 @@ from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.tier import Tier3
+from memory_chain.tiers.vectors.timed import TimedIndex
 from memory_chain.tiers.vectors.worker import BackfillWorker
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,10 @@ def build_vector_index(settings: MemorySettings, collection: str) -> tuple[Vecto
 
 def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     """Tier 3 with its facts collection; an index that cannot open now is retried later."""
-    index, backend = build_vector_index(settings, settings.qdrant_collection_conversations)
-    facts_index, _ = build_vector_index(settings, settings.qdrant_collection_user_facts)
+    turns_index, backend = build_vector_index(settings, settings.qdrant_collection_conversations)
+    facts_engine, _ = build_vector_index(settings, settings.qdrant_collection_user_facts)
+    # Searches are timed per collection for /metrics.
+    index, facts_index = TimedIndex(turns_index, "tier3"), TimedIndex(facts_engine, "facts")
     embeddings = SentenceEmbeddings(
         settings.embedding_model,
         dimension=settings.embedding_dimension,

@@ -58,9 +58,12 @@ if [[ $WITH_TEST -eq 1 ]]; then
         log "npm not found: install Node.js >= 20 for the playground test"; exit 1
     fi
     if [[ ! -d tests/browser/node_modules/playwright-core ]]; then
-        log "installing playwright-core for the playground test"
+        log "installing playwright-core for the browser tests"
         npm ci --prefix tests/browser --no-audit --no-fund --silent
     fi
+    # Open WebUI for tests/webui: its own ~3 GB virtualenv under ~/.cache/memory_chain, kept
+    # between runs (a fresh install takes a few minutes).
+    PYTHON="$PYTHON" bash scripts/setup-open-webui.sh
 fi
 
 if [[ ! -x "$VENV/bin/python" ]]; then

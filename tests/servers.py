@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,17 +44,9 @@ class RunningServer:
             self.process = subprocess.Popen(
                 [cli, "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited:\n{self.log.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"server did not start:\n{self.log.read_text()}")
+        log = self.log
+        wait_until_healthy(self.process, f"{self.url}/health", timeout, log.read_text)
+        return self
 
     def stop(self) -> None:
         """Graceful stop (SIGTERM), as a user would."""
@@ -73,6 +66,23 @@ class RunningServer:
         """Stop, then start again on the same data directory and port."""
         self.stop()
         return self.start()
+
+
+def wait_until_healthy(
+    process: subprocess.Popen[str], url: str, timeout: float, log: Callable[[], str]
+) -> None:
+    """Wait until ``url`` answers 200; raise with the end of the log if ``process`` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited:\n{log()[-4000:]}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer in {timeout:.0f} s:\n{log()[-4000:]}")
 
 
 def server_env(data_dir: Path, llm_url: str, **extra: object) -> dict[str, str]:

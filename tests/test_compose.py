@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from memory_chain.config import MemorySettings
+from tests.webui.open_webui import pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -196,6 +197,9 @@ def test_open_webui_talks_to_the_api(resolved: dict[str, Any]) -> None:
     assert env["OPENAI_API_KEY"]
     assert str(env["ENABLE_FORWARD_USER_INFO_HEADERS"]).lower() == "true"
     assert str(env["ENABLE_OLLAMA_API"]).lower() == "false"  # every chat goes through memory
+    assert str(env["BYPASS_MODEL_ACCESS_CONTROL"]).lower() == "true"  # users may chat too
+    # The compose file runs the Open WebUI release that tests/webui tests.
+    assert services["open-webui"]["image"].endswith(":v" + pinned_version())
 
 
 def test_every_memory_chain_name_is_a_setting() -> None:

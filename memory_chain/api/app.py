@@ -9,13 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import __version__
-from memory_chain.api import conversations, langserve_routes, openai_compat
+from memory_chain.api import conversations, langserve_routes, metrics, openai_compat, user_memory
 from memory_chain.api.deps import ServicesDep
 from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
@@ -23,6 +25,9 @@ from memory_chain.services import Services, open_services
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 
 logger = logging.getLogger(__name__)
+
+#: The memory browser's files (served at /ui/).
+UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 
 
 def _tier3_health(services: Services) -> dict[str, Any]:
@@ -81,8 +86,14 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     install_error_handlers(app)
     limits = {"max_bytes": (settings or MemorySettings.model_construct()).max_request_bytes}
     app.add_middleware(BodySizeLimit, max_bytes=lambda: limits["max_bytes"])
+    # Outermost, so that requests refused by the size limit are timed too.
+    app.add_middleware(metrics.RequestMetrics)
     app.include_router(conversations.router)
     app.include_router(openai_compat.router)
+    app.include_router(user_memory.router)
+    app.include_router(metrics.router)
+    # The memory browser: static files over the API above (no build step).
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
     chat = langserve_routes.chat_stand_in()
     retriever = langserve_routes.retriever_stand_in()
     langserve_routes.mount(app, chat, retriever)

@@ -94,6 +94,30 @@ def _header_user(request: Request) -> str | None:
     return None
 
 
+def metrics_access(request: Request, services: ServicesDep) -> None:
+    """FastAPI dependency of ``/metrics``: its key, or any API key, when keys are set.
+
+    Raises:
+        HTTPException: 401 when a key is needed and none (or a wrong one) is given.
+    """
+    settings = services.settings
+    metrics_key = settings.metrics_api_key
+    if not settings.keys_required and metrics_key is None:
+        return
+    accepted = {**settings.api_keys, **settings.proxy_api_keys}
+    if metrics_key is not None:
+        accepted[metrics_key.get_secret_value()] = "metrics"
+    presented = _presented_key(request)
+    if presented and _match(presented, accepted) is not None:
+        return
+    raise HTTPException(
+        status_code=401,
+        detail="missing or unknown key: /metrics takes 'Authorization: Bearer <key>' with "
+        "metrics_api_key or an API key",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
 def current_user(request: Request, services: ServicesDep) -> str:
     """FastAPI dependency: the calling user."""
     return resolve_user(request, services)

@@ -32,6 +32,7 @@ from typing import Protocol
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
+from memory_chain import metrics
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.messages import to_message, to_new_turns
@@ -106,8 +107,9 @@ class TurnBuffer:
 
     def get(self, conversation_id: str, user_id: str | None = None) -> list[Turn] | None:
         """The cached turns, oldest first, or ``None`` on a miss."""
-        with self._lock:
+        with metrics.retrieval_timer("tier1"), self._lock:
             entry = self._touch(conversation_id, user_id)
+            metrics.tier1_lookup(hit=entry is not None)
             return list(entry.turns) if entry is not None else None
 
     def get_messages(

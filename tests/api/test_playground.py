@@ -19,29 +19,19 @@ are here. Screenshots go to the test's tmp dir.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
 
+from tests import browsers
 from tests.servers import RunningServer
 
-BROWSER_DIR = Path(__file__).resolve().parent.parent / "browser"
-DRIVER = BROWSER_DIR / "playground.js"
 CONVERSATION = "playground-1"
 FIRST = "My name is Ada and my cat is called Pixel."
 SECOND = "What is my cat called?"
-
-
-def _missing(reason: str) -> NoReturn:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -50,15 +40,7 @@ def browser_tools() -> tuple[str, str]:
 
     Session-scoped and asked for first, so that a skip comes before the model is loaded.
     """
-    node = shutil.which("node")
-    chromium = shutil.which("chromium")
-    if node is None:
-        _missing("Node.js (`node`) is not installed: the playground test drives Chromium from it")
-    if chromium is None:
-        _missing("Chromium is not installed: `apt-get install -y chromium` (Debian's package)")
-    if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
-        _missing(f"playwright-core is not installed: run `npm ci --prefix {BROWSER_DIR}`")
-    return node, chromium
+    return browsers.browser_tools()
 
 
 def _drive(node: str, chromium: str, server: RunningServer, shots: Path) -> dict[str, Any]:
@@ -71,23 +53,7 @@ def _drive(node: str, chromium: str, server: RunningServer, shots: Path) -> dict
         "screenshotDir": str(shots),
         "timeoutMs": 90_000,
     }
-    completed = subprocess.run(
-        [node, str(DRIVER), json.dumps(options)],
-        check=False,  # a failed step still prints its report
-        cwd=BROWSER_DIR,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    try:
-        report: dict[str, Any] = json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(
-            f"the browser driver printed no report (exit {completed.returncode}):\n"
-            f"{completed.stdout}\n{completed.stderr}"
-        )
-    report["stderr"] = completed.stderr
-    return report
+    return browsers.drive(node, "playground.js", options, timeout=240)
 
 
 def _explain(report: dict[str, Any], server: RunningServer) -> str:

@@ -14,20 +14,7 @@
 //
 // Exit status 0 when every step ran, 1 when one failed (the report says which, and why).
 
-const path = require("node:path");
-const { chromium } = require("playwright-core");
-
-// Flags from the machine notes: without the background-networking ones Chromium keeps
-// trying to reach Google's hosts through a closed network.
-const CHROMIUM_FLAGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
+const { main } = require("./common");
 
 const INPUT = 'textarea[id="#/properties/input-input"]';
 const BUSY = ".opacity-50.pointer-events-none";
@@ -91,83 +78,40 @@ async function shareLink(page) {
   return new URL(page.url()).protocol + "//" + shown;
 }
 
-async function main() {
-  const options = JSON.parse(process.argv[2]);
-  const timeout = options.timeoutMs || 60000;
-  const shot = (name) => path.join(options.screenshotDir, name);
-  const report = {
-    error: null,
-    step: null,
-    consoleErrors: [],
-    failedResponses: [],
-    screenshots: [],
+main(async ({ options, page, report, shot, screenshot }) => {
+  report.step = "open the playground";
+  await page.goto(`${options.baseUrl}/memory/playground/`);
+  await page.getByLabel("Conversation ID").waitFor();
+
+  report.step = "set the conversation id";
+  await configure(page, options.conversationId);
+
+  report.step = "send the first message";
+  const firstOutput = await send(page, options.first);
+  report.first = { url: page.url(), output: firstOutput };
+  await screenshot("1-first-reply.png");
+
+  report.step = "follow the Share link and reload";
+  const shared = await shareLink(page);
+  await page.goto(shared);
+  await page.reload();
+  await page.getByLabel("Conversation ID").waitFor();
+  await settle(page);
+  report.reloaded = {
+    url: page.url(),
+    sharedLink: shared,
+    conversationId: await page.getByLabel("Conversation ID").inputValue(),
+    outputShown: await page.getByRole("heading", { name: "Output" }).isVisible(),
   };
-  const browser = await chromium.launch({
-    executablePath: options.chromium,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-  });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.setDefaultTimeout(timeout);
-  page.on("console", (m) => m.type() === "error" && report.consoleErrors.push(m.text()));
-  page.on("pageerror", (e) => report.consoleErrors.push(String(e)));
-  page.on("response", (r) => {
-    if (r.status() >= 400) {
-      report.failedResponses.push({ status: r.status(), method: r.request().method(), url: r.url() });
-    }
-  });
-  const screenshot = async (name) => {
-    await page.screenshot({ path: shot(name), fullPage: true });
-    report.screenshots.push(shot(name));
-  };
-  try {
-    report.step = "open the playground";
-    await page.goto(`${options.baseUrl}/memory/playground/`);
-    await page.getByLabel("Conversation ID").waitFor();
+  await screenshot("2-after-reload.png");
 
-    report.step = "set the conversation id";
-    await configure(page, options.conversationId);
-
-    report.step = "send the first message";
-    const firstOutput = await send(page, options.first);
-    report.first = { url: page.url(), output: firstOutput };
-    await screenshot("1-first-reply.png");
-
-    report.step = "follow the Share link and reload";
-    const shared = await shareLink(page);
-    await page.goto(shared);
-    await page.reload();
-    await page.getByLabel("Conversation ID").waitFor();
-    await settle(page);
-    report.reloaded = {
-      url: page.url(),
-      sharedLink: shared,
-      conversationId: await page.getByLabel("Conversation ID").inputValue(),
-      outputShown: await page.getByRole("heading", { name: "Output" }).isVisible(),
-    };
-    await screenshot("2-after-reload.png");
-
-    report.step = "send the second message";
-    const secondOutput = await send(page, options.second);
-    report.second = { output: secondOutput, steps: await intermediateSteps(page) };
-    await screenshot("3-second-reply-with-steps.png");
-    // The whole page is too tall to read at a glance: the output and the first step alone.
-    const step = page.locator("div.min-w-0.flex-col", { hasText: "retrieve_memory" }).first();
-    await page.locator("h2:text-is('Output') + div").screenshot({ path: shot("4-second-reply.png") });
-    await step.screenshot({ path: shot("5-retrieve-memory-step.png") });
-    report.screenshots.push(shot("4-second-reply.png"), shot("5-retrieve-memory-step.png"));
-    report.step = null;
-  } catch (error) {
-    report.error = String(error && error.stack ? error.stack : error);
-    await screenshot("failure.png").catch(() => {});
-  } finally {
-    await browser.close();
-  }
-  process.stdout.write(JSON.stringify(report));
-  process.exitCode = report.error ? 1 : 0;
-}
-
-main().catch((error) => {
-  process.stdout.write(JSON.stringify({ error: String(error && error.stack ? error.stack : error) }));
-  process.exitCode = 1;
+  report.step = "send the second message";
+  const secondOutput = await send(page, options.second);
+  report.second = { output: secondOutput, steps: await intermediateSteps(page) };
+  await screenshot("3-second-reply-with-steps.png");
+  // The whole page is too tall to read at a glance: the output and the first step alone.
+  const step = page.locator("div.min-w-0.flex-col", { hasText: "retrieve_memory" }).first();
+  await page.locator("h2:text-is('Output') + div").screenshot({ path: shot("4-second-reply.png") });
+  await step.screenshot({ path: shot("5-retrieve-memory-step.png") });
+  report.screenshots.push(shot("4-second-reply.png"), shot("5-retrieve-memory-step.png"));
 });

@@ -5,11 +5,17 @@ It speaks the part of Ollama's API that memory_chain uses (``GET /api/version`` 
 chain's system message), so a test can slow down or break one and not the other. Replies
 are deterministic (``"Noted: <the user's last message>"``), so a regenerated reply equals the
 stored one. It runs in the test process; memory_chain servers reach it on 127.0.0.1.
+
+For the Open WebUI tests it can also show what memory gave it (``recall``: the reply quotes
+the prompt's "Relevant memories" lines), stream its reply word by word (``word_delay``), and
+answer Open WebUI's background tasks (a user message starting with ``### Task:``) with the
+JSON that Open WebUI expects (a title, tags, follow-ups), counting them in ``tasks``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,6 +27,39 @@ from memory_chain.summarize import SUMMARY_SYSTEM
 
 #: How a summarization request starts (the system message up to its first placeholder).
 SUMMARY_PREFIX = SUMMARY_SYSTEM.split("{", 1)[0]
+#: Where the chat prompt lists what memory found (see memory_chain.chain).
+MEMORIES_HEADING = "Relevant memories (most relevant first):"
+#: Open WebUI's background tasks: how to tell them apart, and the JSON each expects.
+TASKS = {
+    "title": ("concise title", {"title": "Fake: {words}"}),
+    "tags": ("tags categorizing", {"tags": ["General"]}),
+    "follow_ups": ("Predict 3-5", {"follow_ups": ["Tell me more"]}),
+}
+
+
+def task_reply(prompt: str) -> tuple[str, str]:
+    """The kind of an Open WebUI background task and its JSON answer.
+
+    A title is ``"Fake: "`` and the first three words of the chat's first user message, so
+    that each chat gets its own.
+    """
+    first_user = re.search(r"USER:\s*(.+)", prompt)
+    words = " ".join(first_user[1].split()[:3]) if first_user else "chat"
+    for kind, (marker, answer) in TASKS.items():
+        if marker in prompt:
+            return kind, json.dumps(answer).replace("{words}", words.replace('"', ""))
+    return "other", "{}"
+
+
+def remembered(messages: list[dict[str, Any]]) -> list[str]:
+    """The memory lines of a chat prompt's system message."""
+    system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
+    if MEMORIES_HEADING not in system:
+        return []
+    section = system.split(MEMORIES_HEADING, 1)[1].split("\n\n", 1)[0]
+    # Each line is "- (when, where, who) text": keep the text.
+    lines = [re.sub(r"^- \(.*?\)\s*", "", line.strip()) for line in section.splitlines()]
+    return [line for line in lines if line]
 
 
 class FakeOllama:
@@ -34,6 +73,9 @@ class FakeOllama:
         summary_starts: When each summarization request arrived (``time.monotonic()``).
         summaries_in_flight: Summarization requests being answered now.
         chats: Chat requests received.
+        recall: Quote the prompt's remembered lines in chat replies.
+        word_delay: Seconds between streamed words of a chat reply (0: one chunk).
+        tasks: Background tasks answered, by kind (``"title"``, ``"tags"``, ...).
     """
 
     def __init__(self, port: int = 0) -> None:
@@ -45,6 +87,9 @@ class FakeOllama:
         self.summary_starts: list[float] = []
         self.summaries_in_flight = 0
         self.chats = 0
+        self.recall = False
+        self.word_delay = 0.0
+        self.tasks: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -143,8 +188,21 @@ class _Handler(BaseHTTPRequestHandler):
             last_user = next(
                 (m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), ""
             )
-            text = f"Summary of {len(messages)} messages." if summary else f"Noted: {last_user}"
             prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+            if summary:
+                text = f"Summary of {len(messages)} messages."
+            elif last_user.lstrip().startswith("### Task:"):
+                kind, text = task_reply(last_user)
+                with fake.lock:
+                    fake.tasks.append(kind)
+            else:
+                text = f"Noted: {last_user}"
+                memories = remembered(messages) if fake.recall else []
+                if memories:
+                    text += " | Remembered: " + " ; ".join(memories)
+                if fake.word_delay and body.get("stream", True):
+                    self._stream_words(text, prompt_tokens)
+                    return
             lines = [_line(text, done=False), _line("", done=True, prompt_tokens=prompt_tokens)]
             data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
             self._write(HTTPStatus.OK, data, "application/x-ndjson")
@@ -152,6 +210,24 @@ class _Handler(BaseHTTPRequestHandler):
             if summary:
                 with fake.lock:
                     fake.summaries_in_flight -= 1
+
+    def _stream_words(self, text: str, prompt_tokens: int) -> None:
+        """A chat reply a word at a time, ``word_delay`` apart (ends with the connection)."""
+        words = text.split(" ")
+        chunks = [word if i == 0 else " " + word for i, word in enumerate(words)]
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.end_headers()
+            lines = [_line(chunk, done=False) for chunk in chunks]
+            lines.append(_line("", done=True, prompt_tokens=prompt_tokens))
+            for number, line in enumerate(lines):
+                if number and self.fake.stopping.wait(self.fake.word_delay):
+                    return
+                self.wfile.write(json.dumps(line).encode() + b"\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _send(self, status: HTTPStatus, obj: dict[str, Any]) -> None:
         self._write(status, json.dumps(obj).encode(), "application/json")

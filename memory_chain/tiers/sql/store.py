@@ -46,6 +46,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
+from memory_chain import metrics
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import (
     ConversationNotFoundError,
@@ -458,6 +459,14 @@ class SQLStore:
         statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
         return [turn_from_row(row) for row in reversed(self._read(statement))]
 
+    def counts(self) -> dict[str, int]:
+        """How many conversations, turns and summaries are stored (every user)."""
+        with storage_errors(), self.engine.connect() as conn:
+            return {
+                table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
+                for table in (conversations, turns, summaries)
+            }
+
     def get_summaries(self, conversation_id: str, *, user_id: str | None = None) -> list[Summary]:
         """Every stored range summary, in turn order."""
         statement = select(summaries).where(summaries.c.conversation_id == conversation_id)
@@ -486,7 +495,7 @@ class SQLStore:
         Returns:
             Hits, best first within each kind; scores are higher for better matches.
         """
-        with storage_errors(), self.engine.connect() as conn:
+        with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
             return keyword_search(

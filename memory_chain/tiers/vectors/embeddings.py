@@ -24,6 +24,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from memory_chain import metrics
 from memory_chain.config import DEFAULT_EMBEDDING_MODEL
 
 logger = logging.getLogger(__name__)
@@ -138,8 +139,12 @@ class SentenceEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed texts in batches of ``batch_size``."""
-        return self._encode(texts, self.batch_size)
+        if not texts:
+            return []
+        with metrics.embedding_timer("documents", len(texts)):
+            return self._encode(texts, self.batch_size)
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
-        return self._encode([text], 1)[0]
+        with metrics.embedding_timer("query", 1):
+            return self._encode([text], 1)[0]

@@ -97,6 +97,19 @@ class UserFacts:
             self.index.flush()
         return len(turns)
 
+    def of_user(
+        self, user_id: str, *, conversation_id: str | None = None, limit: int = 100
+    ) -> list[TurnPayload]:
+        """The user's facts, newest first (of one conversation when given).
+
+        Raises:
+            VectorStoreError: If the facts collection cannot be read.
+        """
+        where = VectorFilter(user_id=user_id, conversation_id=conversation_id)
+        facts = [point.payload for point in self.index.scroll(where)]
+        facts.sort(key=lambda fact: (fact.timestamp, fact.turn_number), reverse=True)
+        return facts[:limit]
+
     def search(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
         """The user's facts most similar to ``vector`` (cosine, higher is more similar)."""
         return self.index.search(vector, VectorFilter(user_id=user_id), k)

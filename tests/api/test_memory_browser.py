@@ -1,0 +1,207 @@
+"""The memory browser at ``/ui/``, clicked through in headless Chromium, and its new routes.
+
+A ``memory-chain serve`` process with API keys for Ana and Bob and the fake Ollama as its
+model. Ana's memory is filled through the API (turns, one "remember this", a consolidation);
+then ``tests/browser/memory_browser.js`` opens the page, is asked for a key, connects with a
+wrong one and then Ana's, opens a conversation, searches it, reads the facts, archives a
+conversation (cancelling once) and purges it. The assertions check the page against the API.
+The new routes' bad input is checked in process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memory_chain.api import create_app
+from memory_chain.config import MemorySettings
+from tests import browsers
+from tests.faults.fake_llm import FakeOllama
+from tests.servers import RunningServer, server_env
+
+pytestmark = pytest.mark.slow
+
+ANA, BOB = "key-ana", "key-bob"
+TRIP = [
+    ("user", "We fly to Lisbon on 3 May."),
+    ("assistant", "Noted: Lisbon on 3 May."),
+    ("user", "Please remember this: my seat is 14C."),
+    ("assistant", "Noted: seat 14C."),
+]
+RECIPES = [("user", "A soup with leeks and potatoes."), ("assistant", "Noted: leek soup.")]
+
+
+def _call(server: RunningServer, method: str, path: str, key: str = ANA, **kwargs: Any) -> Any:
+    headers = {"Authorization": f"Bearer {key}"}
+    response = httpx.request(method, f"{server.url}{path}", headers=headers, timeout=60, **kwargs)
+    assert response.status_code < 300, response.text
+    return response.json()
+
+
+def _add(server: RunningServer, conversation: str, turns: list[tuple[str, str]], key: str) -> None:
+    body = {"turns": [{"role": role, "content": text} for role, text in turns]}
+    _call(server, "POST", f"/v1/conversations/{conversation}/turns", key, json=body)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    fake = FakeOllama().start()
+    data_dir = tmp_path_factory.mktemp("browser") / "data"
+    env = server_env(data_dir, fake.url, api_keys={ANA: "ana", BOB: "bob"})
+    server = RunningServer(data_dir, env).start()
+    _add(server, "trip", TRIP, ANA)
+    _add(server, "recipes", RECIPES, ANA)
+    _add(server, "bobs-plans", [("user", "Bob flies to Lisbon too.")], BOB)
+    _call(server, "POST", "/v1/conversations/trip/consolidate")
+    deadline = time.monotonic() + 60  # the fact is filed by the tier-3 backfill
+    while not _call(server, "GET", "/v1/facts")["facts"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    yield server
+    server.stop()
+    fake.stop()
+
+
+def test_the_memory_browser_shows_and_manages_the_callers_memory(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    node, chromium = browsers.browser_tools()
+    options = {
+        "baseUrl": server.url,
+        "chromium": chromium,
+        "key": ANA,
+        "wrongKey": "not-a-key",
+        "conversation": "trip",
+        "query": "Lisbon",
+        "remove": "recipes",
+        "screenshotDir": str(tmp_path),
+    }
+    report = browsers.drive(node, "memory_browser.js", options, timeout=180)
+    assert report["error"] is None, report
+    assert report["pageErrors"] == []
+    assert report["blockedRequests"] == []
+
+    # It asks for a key, and says what is wrong with a bad one.
+    assert report["opened"]["whoami"] == "This server needs an API key."
+    assert "401" in report["wrongKey"]["error"]
+    assert "enter an API key" in report["wrongKey"]["error"]
+
+    # Ana's conversations only, with their counts and status.
+    connected = report["connected"]
+    assert connected["whoami"] == "signed in as ana"
+    assert connected["errorHidden"]
+    listed = {c["id"]: c["meta"] for c in connected["conversations"]}
+    assert set(listed) == {"trip", "recipes"}
+    assert "active" in listed["trip"]
+    assert "4 turns" in listed["trip"]
+    assert "2 turns" in listed["recipes"]
+    assert connected["facts"] == [TRIP[2][1]]
+
+    # A conversation: its turns, its range summary and its running summary, as stored.
+    detail = _call(server, "GET", "/v1/conversations/trip")
+    shown = report["conversation"]
+    assert shown["title"] == "trip"
+    assert shown["turns"] == [text for _, text in TRIP]
+    assert shown["runningSummary"] == detail["summary"]
+    assert shown["summaries"] == [s["summary_text"] for s in detail["summaries"]]
+    assert shown["summaryRanges"][0].startswith("turns 1\u20134")  # an en dash
+
+    # Search: the same hits as the API, each naming its tier, its sources and its score.
+    api = _call(server, "POST", "/v1/conversations/trip/search", json={"query": "Lisbon", "k": 10})
+    assert [(r["tier"], r["content"]) for r in report["search"]] == [
+        (hit["tier"], hit["content"]) for hit in api["results"]
+    ]
+    assert [float(r["score"]) for r in report["search"]] == pytest.approx(
+        [hit["score"] for hit in api["results"]], abs=1e-4
+    )
+    assert {r["content"] for r in report["search"][:2]} == {TRIP[0][1], TRIP[1][1]}
+    assert {r["tier"] for r in report["search"]} <= {"tier2", "tier3"}
+    assert all(r["sources"] for r in report["search"])
+
+    # Archive: cancelling changes nothing; confirming archives.
+    archive = report["archive"]
+    assert "Archive" in archive["question"]
+    assert archive["afterCancel"].startswith("active")
+    assert archive["afterConfirm"].startswith("archived")
+
+    # Purge: asked first, then gone from the list and from every API route.
+    assert "cannot be undone" in report["purge"]["question"]
+    assert [c["id"] for c in report["purge"]["listed"]] == ["trip"]
+    gone = httpx.get(
+        f"{server.url}/v1/conversations/recipes",
+        headers={"Authorization": f"Bearer {ANA}"},
+        timeout=30,
+    )
+    assert gone.status_code == 404
+    # Bob's conversation was never shown, and is still there.
+    assert [c["conversation_id"] for c in _call(server, "GET", "/v1/conversations", BOB)] == [
+        "bobs-plans"
+    ]
+    for shot in report["screenshots"]:
+        assert Path(shot).stat().st_size > 0
+
+
+# -- the new routes' bad input, in process ---------------------------------------------------
+
+
+@pytest.fixture
+async def client(tmp_path: Path) -> Any:
+    settings = MemorySettings(
+        data_dir=tmp_path,
+        llm_fallback="off",
+        ollama_base_url="http://127.0.0.1:9",
+        api_keys={ANA: "ana"},
+        metrics_api_key="key-metrics",
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://test", headers={"Authorization": f"Bearer {ANA}"}
+        ) as http:
+            yield http
+
+
+@pytest.mark.parametrize(
+    ("path", "fix"),
+    [
+        ("/v1/facts?limit=0", "greater than or equal to 1"),
+        ("/v1/facts?limit=9999", "less than or equal to 500"),
+        ("/v1/facts?limit=many", "valid integer"),
+        ("/v1/facts?conversation_id=no%20spaces!", "match pattern"),
+    ],
+)
+async def test_bad_input_on_new_routes_says_what_to_fix(
+    client: httpx.AsyncClient, path: str, fix: str
+) -> None:
+    response = await client.get(path)
+    assert response.status_code == 422
+    assert fix in response.text
+
+
+async def test_new_routes_need_a_key(client: httpx.AsyncClient) -> None:
+    for path in ("/v1/me", "/v1/facts", "/metrics"):
+        response = await client.get(path, headers={"Authorization": "Bearer wrong"})
+        assert response.status_code == 401, path
+        assert "Authorization: Bearer" in response.json()["detail"]
+    assert (await client.get("/v1/me")).json() == {"user_id": "ana", "keys_required": True}
+    assert (await client.get("/v1/facts")).json() == {"facts": []}
+    metrics = await client.get("/metrics", headers={"Authorization": "Bearer key-metrics"})
+    assert metrics.status_code == 200
+
+
+async def test_the_page_is_served_without_a_key_and_unknown_files_are_404(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/ui/", headers={"Authorization": ""})
+    assert page.status_code == 200
+    assert "memory browser" in page.text
+    for name in ("app.js", "style.css"):
+        assert (await client.get(f"/ui/{name}")).status_code == 200
+    missing = await client.get("/ui/nothing.js")
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "Not Found"}

@@ -1,0 +1,130 @@
+"use strict";
+// Drives memory_chain's memory browser (/ui/) in headless Chromium as a person would and
+// prints what the page showed as one JSON object. Assertions: tests/api/test_memory_browser.py.
+//
+//   node memory_browser.js '{"baseUrl": "...", "chromium": "...", "key": "...",
+//     "wrongKey": "...", "conversation": "trip", "query": "Lisbon", "remove": "recipes",
+//     "screenshotDir": "/tmp/x"}'
+//
+// Steps: open the page (it asks for a key); connect with a wrong key, then the right one;
+// open a conversation (turns, range summaries, running summary); search it; read the
+// remembered facts; archive another conversation (cancel once, then confirm); purge it.
+
+const { main } = require("./common");
+
+const texts = (page, selector) => page.locator(selector).allInnerTexts();
+
+async function connect(page, key) {
+  await page.locator("#api-key").fill(key);
+  await page.locator("#connect-button").click();
+  await page.waitForFunction(() => {
+    const who = document.querySelector("#whoami").textContent;
+    return who.startsWith("signed in") || !document.querySelector("#error").hidden;
+  });
+}
+
+async function conversations(page) {
+  return page.evaluate(() =>
+    Array.from(document.querySelectorAll("#conversations li[data-id]")).map((li) => ({
+      id: li.dataset.id,
+      meta: li.querySelector(".meta").innerText,
+    })),
+  );
+}
+
+async function openConversation(page, id) {
+  await page.locator(`#conversations li[data-id='${id}']`).click();
+  await page.waitForFunction(
+    (wanted) => document.querySelector("#conversation-title").textContent === wanted,
+    id,
+  );
+  await page.locator("#turns li").first().waitFor();
+}
+
+// Clicks a button that asks for confirmation, and answers the dialog.
+async function confirmVia(page, button, answer) {
+  await page.locator(button).click();
+  const dialog = page.locator("dialog#confirm");
+  await dialog.waitFor();
+  const question = await page.locator("#confirm-text").innerText();
+  await page.locator(answer === "ok" ? "#confirm-ok" : "#confirm-cancel").click();
+  await dialog.waitFor({ state: "hidden" });
+  return question;
+}
+
+main(async ({ page, options, report, screenshot }) => {
+  report.step = "open the page";
+  await page.goto(`${options.baseUrl}/ui/`);
+  await page.waitForFunction(() => document.querySelector("#whoami").textContent !== "");
+  report.opened = { whoami: await page.locator("#whoami").innerText() };
+
+  report.step = "connect with a wrong key";
+  await connect(page, options.wrongKey);
+  report.wrongKey = { error: await page.locator("#error").innerText() };
+
+  report.step = "connect";
+  await connect(page, options.key);
+  await page.locator("#conversations li[data-id]").first().waitFor();
+  report.connected = {
+    whoami: await page.locator("#whoami").innerText(),
+    errorHidden: await page.locator("#error").isHidden(),
+    conversations: await conversations(page),
+    facts: await texts(page, "#facts li .text"),
+  };
+
+  report.step = "open a conversation";
+  await openConversation(page, options.conversation);
+  report.conversation = {
+    title: await page.locator("#conversation-title").innerText(),
+    meta: await page.locator("#conversation-meta").innerText(),
+    runningSummary: await page.locator("#running-summary").innerText(),
+    summaries: await texts(page, "#summaries li .text"),
+    summaryRanges: await texts(page, "#summaries li .meta"),
+    turns: await texts(page, "#turns li .text"),
+  };
+
+  report.step = "search";
+  await page.locator("#search-query").fill(options.query);
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  await page.locator("#results tbody tr").first().waitFor();
+  report.search = await page.evaluate(() =>
+    Array.from(document.querySelectorAll("#results tbody tr")).map((tr) => ({
+      tier: tr.querySelector(".tier")?.innerText,
+      sources: tr.querySelector(".sources")?.innerText,
+      score: tr.querySelector(".score")?.innerText,
+      turn: tr.querySelector(".turn")?.innerText,
+      content: tr.querySelector(".text")?.innerText,
+    })),
+  );
+  await screenshot("memory-browser.png");
+
+  report.step = "archive (cancel, then confirm)";
+  await openConversation(page, options.remove);
+  const question = await confirmVia(page, "#archive-button", "cancel");
+  const afterCancel = await page.locator("#conversation-meta").innerText();
+  await confirmVia(page, "#archive-button", "ok");
+  await page.waitForFunction(() =>
+    document.querySelector("#conversation-meta").textContent.startsWith("archived"),
+  );
+  report.archive = {
+    question,
+    afterCancel,
+    afterConfirm: await page.locator("#conversation-meta").innerText(),
+    listed: await conversations(page),
+  };
+
+  report.step = "purge";
+  const purgeQuestion = await page.locator("#purge-button").click().then(async () => {
+    await page.locator("dialog#confirm").waitFor();
+    const text = await page.locator("#confirm-text").innerText();
+    await screenshot("purge-confirmation.png", false);
+    await page.locator("#confirm-ok").click();
+    return text;
+  });
+  await page.locator("#placeholder").waitFor();
+  await page.waitForFunction(
+    (gone) => !document.querySelector(`#conversations li[data-id='${gone}']`),
+    options.remove,
+  );
+  report.purge = { question: purgeQuestion, listed: await conversations(page) };
+});

@@ -133,10 +133,11 @@ class MemorySettings(BaseSettings):
         "the model's local weights at first use, cached under embedding_cache_dir; needs a "
         "local model folder) or torch (sentence-transformers).",
     )
-    embedding_quantization: Literal["int8", "none"] = Field(
-        default="int8",
-        description="ONNX runtime only: int8 (weights quantized dynamically, per channel) or "
-        "none (float32, the torch model's vectors to 1e-6).",
+    embedding_quantization: Literal["none", "int8"] = Field(
+        default="none",
+        description="ONNX runtime only: none (float32: the torch model's vectors to 1e-6) or "
+        "int8 (weights quantized dynamically: ~2.5x faster again, but LoCoMo recall fell by "
+        "up to 1.4 points).",
     )
     embedding_cache_dir: Path | None = Field(
         default=None,

@@ -251,24 +251,16 @@ def _quantize(fused: Path, quantized: Path) -> None:
     )
 
 
-def _check(source: Path, model: Path, names: Sequence[str]) -> list[float]:
+def _check(source: Path, model: Path) -> list[float]:
     """Cosine between the graph's and sentence-transformers' vectors of the check sentences."""
-    import numpy as np
-    import onnxruntime
     from sentence_transformers import SentenceTransformer
 
-    from memory_chain.tiers.vectors.onnx_embeddings import load_tokenizer
+    from memory_chain.tiers.vectors.onnx_embeddings import OnnxSession
 
     reference = SentenceTransformer(str(source), device="cpu", local_files_only=True)
     expected = reference.encode(list(CHECK_SENTENCES), normalize_embeddings=True)
-    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    tokenizer = load_tokenizer(source)
-    encodings = tokenizer.encode_batch(list(CHECK_SENTENCES))
-    ids = np.array([e.ids for e in encodings], dtype=np.int64)
-    feeds = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encodings])}
-    if "token_type_ids" in names:
-        feeds["token_type_ids"] = np.zeros_like(ids)
-    actual = session.run(None, {k: v.astype(np.int64) for k, v in feeds.items()})[0]
+    loaded = OnnxSession(model, source, threads=None)
+    actual = loaded.run(loaded.encode(list(CHECK_SENTENCES)))
     return [round(float(c), 6) for c in (actual * expected).sum(axis=1)]
 
 
@@ -285,7 +277,7 @@ def build(source: Path, out: Path, quantization: Quantization) -> dict[str, Any]
     if quantization == "int8":
         _quantize(final, out / "int8.onnx")
         final = out / "int8.onnx"
-    cosines = _check(source, final, names)
+    cosines = _check(source, final)
     if min(cosines) < MIN_CHECK_COSINE[quantization]:
         raise EmbeddingModelError(
             f"the ONNX graph's vectors differ from the torch model's (cosines {cosines}, "

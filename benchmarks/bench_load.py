@@ -32,6 +32,8 @@ import asyncio
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +66,7 @@ class Settings:
     postgres_url: str | None = None
     backfill_timeout: float = 300.0
     quick: bool = False
+    py_spy: Path | None = None
 
 
 def wait_for_backfill(http_url: str, timeout: float) -> dict[str, Any]:
@@ -98,6 +101,25 @@ def log_problems(log: Path | None) -> list[str]:
     ]
 
 
+def start_py_spy(pid: int, path: Path | None, database: str) -> subprocess.Popen[bytes] | None:
+    """Sample the server's threads with py-spy into ``path`` (collapsed stacks), if asked."""
+    if path is None:
+        return None
+    binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    out = path.with_name(f"{path.stem}-{database}{path.suffix or '.txt'}")
+    command = [binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "100"]
+    command += ["--threads", "--gil", "--nonblocking", "--output", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    return process
+
+
+def stop_py_spy(process: subprocess.Popen[bytes] | None) -> None:
+    if process is not None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
 def run_one(settings: Settings, database: str, llm_url: str, database_url: str | None) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"memory-chain-load-{database}-"))
     extra: dict[str, object] = {"log_level": "WARNING"}
@@ -114,9 +136,11 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
         asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
         rss_before = server_rss_mb(pid)
         ids = [f"load-{n}" for n in range(settings.conversations)]
+        profiler = start_py_spy(pid, settings.py_spy, database)
         outcome = asyncio.run(
             run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
         )
+        stop_py_spy(profiler)
         rss_after = server_rss_mb(pid)
         backfill = wait_for_backfill(server.url, settings.backfill_timeout)
         check = check_conversations(server.url, USER, dict(outcome.acknowledged))
@@ -181,7 +205,8 @@ def report(results: dict[str, Any], settings: Settings) -> list[str]:
         lines.append(
             f"  {name}: {r['contiguity']['turns_checked']:,} turns read back; tier-3 backlog "
             f"{b['queued_at_end_of_load']} turns when the clients stopped, drained in "
-            f"{b['drain_seconds']:.1f} s ({b['queued_after_wait']} left); server RSS "
+            f"{b['drain_seconds']:.1f} s ({b['queued_after_wait']} left); server RSS after "
+            "start-up and warm-up "
             f"{r['server_rss_mb']['before']:.0f} -> {r['server_rss_mb']['after']:.0f} MB; "
             f"start-up {r['startup_seconds']:.1f} s"
         )
@@ -214,9 +239,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "start a throwaway local server",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="FILE",
+        help="sample the server with py-spy during the load (collapsed stacks, FILE-<database>)",
+    )
     args = parser.parse_args(argv)
 
-    settings = Settings(database=args.database, postgres_url=args.postgres_url, quick=args.quick)
+    settings = Settings(
+        database=args.database, postgres_url=args.postgres_url, quick=args.quick, py_spy=args.py_spy
+    )
     if args.quick:
         settings = replace(settings, **QUICK)
     overrides = {"clients": args.clients, "turns": args.turns, "conversations": args.conversations}

@@ -18,9 +18,10 @@ comparison is made under the same (shared, 2-core) machine load:
    search over the same filtered points, and the local/embedded ratio of the medians. Local
    mode takes ~1 s per filtered query at 100k, so only ``--local-queries`` are timed for it,
    interleaved with the embedded queries.
-2. Ingestion. ~1,000 realistic chat sentences embedded with the bundled all-MiniLM-L6-v2:
+2. Ingestion. ~1,000 realistic chat sentences embedded with the bundled all-MiniLM-L6-v2 on
+   the configured runtime (``MEMORY_CHAIN_EMBEDDING_RUNTIME``, default onnx):
    ``embed_documents`` alone against ``embed_documents`` + ``EdgeIndex.upsert`` of the same
-   batches of 64, alternating batch by batch, with torch threads 1 and 2; plus the
+   batches of 64, alternating batch by batch, with runtime threads 1 and 2; plus the
    ``EdgeIndex.flush`` that ``TurnIndexer`` does after each batch, timed apart.
 3. Retrieval. ``embed_query`` alone against ``embed_query`` + ``EdgeIndex.search`` filtered
    by user over the populated index, alternating.
@@ -68,6 +69,7 @@ from common import (
     verdict,
 )
 
+from memory_chain.tiers.vectors.embeddings import LocalEmbeddings
 from memory_chain.tiers.vectors.index import (
     TurnPayload,
     VectorFilter,
@@ -553,9 +555,15 @@ def ingest_points(
     return points
 
 
-def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[str, Any]:
-    from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+def embedding_model(threads: int) -> LocalEmbeddings:
+    """The configured runtime (MEMORY_CHAIN_EMBEDDING_RUNTIME, default onnx) at ``threads``."""
+    from memory_chain.config import MemorySettings
+    from memory_chain.services import build_embeddings
 
+    return build_embeddings(MemorySettings(embedding_threads=threads))
+
+
+def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[str, Any]:
     turns = chat_sentences(settings.sentences, random.Random(settings.seed + 2))
     # What TurnIndexer embeds: "role: content".
     texts = [f"{role}: {content}" for role, content in turns]
@@ -563,11 +571,11 @@ def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[st
         (turns[i : i + INGEST_BATCH], texts[i : i + INGEST_BATCH])
         for i in range(0, len(texts), INGEST_BATCH)
     ]
-    models = {t: SentenceEmbeddings(threads=t, batch_size=INGEST_BATCH) for t in (1, 2)}
+    models = {t: embedding_model(threads=t) for t in (1, 2)}
     for model in models.values():  # warm-up: both thread settings, one batch each
         model.embed_documents(texts[:INGEST_BATCH])
 
-    def paired(model: SentenceEmbeddings, tag: str) -> dict[str, float]:
+    def paired(model: LocalEmbeddings, tag: str) -> dict[str, float]:
         """Per batch, embedding alone and embedding + upsert back to back (order alternating),
         so that both see the same machine load; the sums give the two throughputs. The
         pipeline's batch is then flushed, as ``TurnIndexer.embed_batch`` does, timed apart."""
@@ -598,7 +606,7 @@ def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[st
             "pipeline_flush_seconds": pipeline_seconds + flush_seconds,
         }
 
-    def whole(model: SentenceEmbeddings, tag: str) -> dict[str, float]:
+    def whole(model: LocalEmbeddings, tag: str) -> dict[str, float]:
         t0 = time.perf_counter()
         model.embed_documents(texts)
         return {"seconds": time.perf_counter() - t0}
@@ -668,12 +676,10 @@ def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[st
 
 
 def bench_retrieval(edge: Engine, settings: Settings) -> dict[str, Any]:
-    from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-
     rng = random.Random(settings.seed + 3)
     texts = questions(settings.retrieval_samples + 20, rng)
     users = [user_name(rng.randrange(USERS)) for _ in texts]
-    models = {t: SentenceEmbeddings(threads=t) for t in (1, 2)}
+    models = {t: embedding_model(threads=t) for t in (1, 2)}
     for model in models.values():
         for text in texts[:10]:
             model.embed_query(text)
@@ -795,10 +801,8 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
         gc.collect()
 
         progress("loading the embedding model", started)
-        from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-
         t0 = time.perf_counter()
-        SentenceEmbeddings().embed_query("warm up")
+        embedding_model(threads=1).embed_query("warm up")
         result["model_load_seconds"] = time.perf_counter() - t0
         result["rss_mb"]["after_model_load"] = rss_mb()
 

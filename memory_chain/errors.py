@@ -54,3 +54,7 @@ class VectorStoreUnavailableError(VectorStoreError):
     Turns stay queued in tier 2 and are embedded when it is back (``memory-chain reindex``
     or the next backfill).
     """
+
+
+class EmbeddingModelError(MemoryChainError):
+    """The embedding model cannot be loaded or built (an ONNX graph that fails to export)."""

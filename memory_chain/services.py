@@ -24,7 +24,7 @@ from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
@@ -81,17 +81,32 @@ def build_vector_index(settings: MemorySettings, collection: str) -> tuple[Vecto
     return index, f"embedded ({settings.vector_path})"
 
 
+def build_embeddings(settings: MemorySettings) -> LocalEmbeddings:
+    """The embedding model of ``embedding_runtime`` (nothing is loaded until first use)."""
+    if settings.embedding_runtime == "torch":
+        return SentenceEmbeddings(
+            settings.embedding_model,
+            dimension=settings.embedding_dimension,
+            threads=settings.embedding_threads,
+        )
+    from memory_chain.tiers.vectors.onnx_embeddings import OnnxEmbeddings
+
+    return OnnxEmbeddings(
+        settings.embedding_model,
+        cache_dir=settings.embedding_cache_path,
+        dimension=settings.embedding_dimension,
+        threads=settings.embedding_threads,
+        quantization=settings.embedding_quantization,
+    )
+
+
 def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     """Tier 3 with its facts collection; an index that cannot open now is retried later."""
     turns_index, backend = build_vector_index(settings, settings.qdrant_collection_conversations)
     facts_engine, _ = build_vector_index(settings, settings.qdrant_collection_user_facts)
     # Searches are timed per collection for /metrics.
     index, facts_index = TimedIndex(turns_index, "tier3"), TimedIndex(facts_engine, "facts")
-    embeddings = SentenceEmbeddings(
-        settings.embedding_model,
-        dimension=settings.embedding_dimension,
-        threads=settings.embedding_threads,
-    )
+    embeddings = build_embeddings(settings)
     facts = UserFacts(facts_index, embeddings)
     # User facts are filed by the backfill with their turns: as durable as the turns.
     indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)

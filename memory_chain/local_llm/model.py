@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from memory_chain.errors import MemoryChainError
+from memory_chain.paths import default_models_dir as default_models_dir  # noqa: PLC0414 - re-export
 
 logger = logging.getLogger(__name__)
 
@@ -82,16 +83,6 @@ def missing_packages() -> list[str]:
     if importlib.util.find_spec("llama_cpp") is None:
         missing.insert(0, "llama-cpp-python")
     return missing
-
-
-def default_models_dir() -> Path:
-    """Folder for assembled models: ``$XDG_CACHE_HOME/memory_chain/models`` (or ``~/.cache/...``).
-
-    Returns:
-        The path (not created).
-    """
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "memory_chain" / "models"
 
 
 def local_model_available() -> bool:

@@ -288,8 +288,9 @@ def test_backfill_worker_embeds_in_the_background(
         while index.count() < len(TRIP) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert index.count() == len(TRIP)
-        # Settled once the flush interval (2 s) has passed.
-        while outbox.count() and time.monotonic() < deadline:
+        # Settled once no new turn came for settle_after (1 s), well before flush_interval.
+        settle_deadline = time.monotonic() + 8
+        while outbox.count() and time.monotonic() < settle_deadline:
             time.sleep(0.1)
         assert outbox.count() == 0
     finally:

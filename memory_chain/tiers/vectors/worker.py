@@ -2,8 +2,12 @@
 
 A daemon thread wakes when new turns are queued (:meth:`BackfillWorker.notify`) or every
 ``interval`` seconds, opens the index if it could not be opened before, and drains the
-outbox. When the vector store is down it backs off (up to ``max_backoff``) and tries again;
-the turns wait in tier 2 meanwhile.
+outbox. Embedded turns are settled (the index flushed, the turns taken off the queue) once
+no new turn has come for ``settle_after`` seconds, and under steady traffic at most every
+:attr:`TurnIndexer.flush_interval` seconds: a flush of the embedded index holds the GIL for
+20-200 ms whatever it writes, so under load it is paid rarely, and when traffic stops the
+queue empties within about ``settle_after`` seconds. When the vector store is down it backs
+off (up to ``max_backoff``) and tries again; the turns wait in tier 2 meanwhile.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ class BackfillWorker:
         max_backoff: Longest wait after failures, in seconds.
         warm_up: Load the embedding model when the thread starts, so the first request
             that needs it does not pay for loading.
+        settle_after: Seconds without new turns after which embedded turns are settled.
     """
 
     def __init__(
@@ -35,8 +40,10 @@ class BackfillWorker:
         interval: float = 5.0,
         max_backoff: float = 60.0,
         warm_up: bool = True,
+        settle_after: float = 1.0,
     ) -> None:
         self.indexer = indexer
+        self.settle_after = settle_after
         self.interval = interval
         self.max_backoff = max_backoff
         self.warm_up = warm_up
@@ -112,5 +119,11 @@ class BackfillWorker:
                 self.last_error = repr(exc)
                 wait = min(max(wait * 2, 1.0), self.max_backoff)
                 logger.exception("tier-3 backfill crashed, retrying in %.0f s", wait)
-            self._wake.wait(wait)
+            timeout = min(wait, self.settle_after) if self.indexer.unsettled else wait
+            quiet = not self._wake.wait(timeout)
             self._wake.clear()
+            if quiet and self.indexer.unsettled and not self._stop.is_set():
+                try:
+                    self.indexer.settle()
+                except MemoryChainError as exc:
+                    logger.warning("could not settle embedded turns (they stay queued): %s", exc)

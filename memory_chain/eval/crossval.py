@@ -44,6 +44,7 @@ from memory_chain.eval.locomo import (
     recall_table,
 )
 from memory_chain.eval.locomo_data import CATEGORIES, load_locomo
+from memory_chain.eval.report import recall_lines
 from memory_chain.retrieval import FusionWeights, RetrievalMode
 from memory_chain.retrieval.candidates import Candidates
 
@@ -275,23 +276,12 @@ def cross_validate_locomo(
 def format_crossval(report: CrossValReport) -> str:
     """The held-out and whole-file tables, and each fold's choice."""
     ks = report.ks
-    cells = "".join(f"{f'R@{k}':>8}" for k in ks)
     lines = [f"LoCoMo leave-one-conversation-out cross-validation: {report.path}"]
     for title, tables in (
         ("held-out folds (weights chosen on the other conversations)", report.held_out),
         ("whole file, shipped default weights", report.whole_file),
     ):
-        lines += [f"  {title}", f"  {'mode / category':<24}{'questions':>10}{cells}"]
-        for mode, table in tables.items():
-            lines.append(
-                f"  {mode:<24}{table.questions['overall']:>10}"
-                + "".join(f"{table.recall[k]:>8.1f}" for k in ks)
-            )
-            for category, row in table.per_category.items():
-                lines.append(
-                    f"    {category:<22}{table.questions[category]:>10}"
-                    + "".join(f"{row[k]:>8.1f}" for k in ks)
-                )
+        lines += [f"  {title}", *recall_lines(tables, ks)]
     lines.append("  per fold: held-out recall, weights chosen on the other conversations")
     for mode, folds in report.folds.items():
         lines.append(f"    {mode}  (defaults: {report.defaults.get(mode)})")

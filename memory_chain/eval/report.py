@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from memory_chain.eval.locomo import LocomoReport
+from collections.abc import Mapping, Sequence
+
+from memory_chain.eval.locomo import LocomoReport, RecallTable
 
 
-def format_report(report: LocomoReport) -> str:
-    """Recall@k per mode, overall and per category, then latency, repairs and timings."""
-    ks = report.ks
-    header = f"  {'mode / category':<24}{'questions':>10}" + "".join(f"{f'R@{k}':>8}" for k in ks)
-    lines = [
-        f"LoCoMo retrieval recall: {report.path}",
-        f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
-        f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
-        f"evidence {report.repairs.questions_without_evidence}",
-        header,
-    ]
-    for mode, table in report.results.items():
+def recall_lines(tables: Mapping[str, RecallTable], ks: Sequence[int]) -> list[str]:
+    """A header and one row per mode (overall, then each category) of Recall@k tables."""
+    lines = [f"  {'mode / category':<24}{'questions':>10}" + "".join(f"{f'R@{k}':>8}" for k in ks)]
+    for mode, table in tables.items():
         lines.append(
             f"  {mode:<24}{table.questions['overall']:>10}"
             + "".join(f"{table.recall[k]:>8.1f}" for k in ks)
@@ -26,6 +20,19 @@ def format_report(report: LocomoReport) -> str:
                 f"    {category:<22}{table.questions[category]:>10}"
                 + "".join(f"{row[k]:>8.1f}" for k in ks)
             )
+    return lines
+
+
+def format_report(report: LocomoReport) -> str:
+    """Recall@k per mode, overall and per category, then latency, repairs and timings."""
+    ks = report.ks
+    lines = [
+        f"LoCoMo retrieval recall: {report.path}",
+        f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
+        f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
+        f"evidence {report.repairs.questions_without_evidence}",
+        *recall_lines(report.results, ks),
+    ]
     lines.append(
         "  per-question retrieval, ms (and embedding the question alone, timed before it):"
     )

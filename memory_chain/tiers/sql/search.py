@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, text
@@ -104,6 +104,48 @@ def scope_tokens(user_id: str | None, conversation_id: str | None) -> list[str]:
     return tokens
 
 
+class CountCache:
+    """Counts, each kept ``ttl`` seconds, at most ``size`` (the least recently used go first).
+
+    Thread-safe. Counting rows in an FTS5 index reads posting lists, so the searches below
+    count each word once a ``ttl``.
+
+    Args:
+        ttl: Seconds a count is reused.
+        size: Counts kept.
+        clock: Monotonic time source (tests).
+    """
+
+    def __init__(self, *, ttl: float, size: int, clock: Callable[[], float]) -> None:
+        self.ttl = ttl
+        self.size = size
+        self.clock = clock
+        self._counts: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fresh(self, keys: Sequence[Hashable]) -> dict[Hashable, int]:
+        """The counts of ``keys`` younger than ``ttl`` (missing keys are left out)."""
+        now = self.clock()
+        found: dict[Hashable, int] = {}
+        with self._lock:
+            for key in keys:
+                cached = self._counts.get(key)
+                if cached is not None and now - cached[0] < self.ttl:
+                    self._counts.move_to_end(key)
+                    found[key] = cached[1]
+        return found
+
+    def store(self, counts: dict[Hashable, int]) -> None:
+        """Keep ``counts`` from now on."""
+        now = self.clock()
+        with self._lock:
+            for key, count in counts.items():
+                self._counts[key] = (now, count)
+                self._counts.move_to_end(key)
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+
+
 class TermStats:
     """Cached document frequencies of query words in the SQLite FTS5 indexes.
 
@@ -129,12 +171,8 @@ class TermStats:
         min_rows: int = 1_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.ttl = ttl
-        self.size = size
         self.min_rows = min_rows
-        self.clock = clock
-        self._counts: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
 
     def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
         """``words`` without those in at least half of the rows (may be none of them).
@@ -142,14 +180,8 @@ class TermStats:
         One statement reads the row bound and counts the words not cached.
         """
         table = _SOURCES[kind][0]
-        now = self.clock()
-        counts: dict[str, int] = {}
-        with self._lock:
-            for word in words:
-                cached = self._counts.get((kind, word))
-                if cached is not None and now - cached[0] < self.ttl:
-                    self._counts.move_to_end((kind, word))
-                    counts[word] = cached[1]
+        cached = self._cache.fresh([(kind, word) for word in words])
+        counts = {word: cached[(kind, word)] for word in words if (kind, word) in cached}
         missing = [word for word in words if word not in counts]
         selects = [f"(SELECT coalesce(max(id), 0) FROM {table})"] + [
             f"(SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?)" for _ in missing
@@ -159,13 +191,9 @@ class TermStats:
             tuple(f"{_SEARCHED[kind]} : {fts_phrase(word)}" for word in missing),
         ).one()
         bound = int(row[0])
-        with self._lock:
-            for word, count in zip(missing, row[1:], strict=True):
-                counts[word] = int(count)
-                self._counts[(kind, word)] = (now, int(count))
-                self._counts.move_to_end((kind, word))
-            while len(self._counts) > self.size:
-                self._counts.popitem(last=False)
+        counted = {word: int(count) for word, count in zip(missing, row[1:], strict=True)}
+        self._cache.store({(kind, word): count for word, count in counted.items()})
+        counts.update(counted)
         if bound < self.min_rows:
             return list(words)
         return [word for word in words if 2 * counts[word] < bound]
@@ -190,11 +218,7 @@ class ScopeStats:
     def __init__(
         self, *, ttl: float = 60.0, size: int = 4096, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.ttl = ttl
-        self.size = size
-        self.clock = clock
-        self._counts: OrderedDict[tuple[tuple[str, ...], str], tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
 
     def common(
         self,
@@ -214,15 +238,9 @@ class ScopeStats:
         scope = tuple(scope_tokens(user_id, conversation_id))
         if not scope or not words:
             return set()
-        now = self.clock()
         wanted = ["", *words]  # "" stands for the scope's row count
-        counts: dict[str, int] = {}
-        with self._lock:
-            for word in wanted:
-                cached = self._counts.get((scope, word))
-                if cached is not None and now - cached[0] < self.ttl:
-                    self._counts.move_to_end((scope, word))
-                    counts[word] = cached[1]
+        cached = self._cache.fresh([(scope, word) for word in wanted])
+        counts = {word: cached[(scope, word)] for word in wanted if (scope, word) in cached}
         missing = [word for word in wanted if word not in counts]
         if missing:
             in_scope = " AND ".join(f"scope : {fts_phrase(token)}" for token in scope)
@@ -235,13 +253,9 @@ class ScopeStats:
                 for _ in missing
             ]
             row = connection.exec_driver_sql("SELECT " + ", ".join(selects), tuple(matches)).one()
-            with self._lock:
-                for word, count in zip(missing, row, strict=True):
-                    counts[word] = int(count)
-                    self._counts[(scope, word)] = (now, int(count))
-                    self._counts.move_to_end((scope, word))
-                while len(self._counts) > self.size:
-                    self._counts.popitem(last=False)
+            counted = {word: int(count) for word, count in zip(missing, row, strict=True)}
+            self._cache.store({(scope, word): count for word, count in counted.items()})
+            counts.update(counted)
         total = counts[""]
         if total < min_rows:
             return set()

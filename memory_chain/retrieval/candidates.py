@@ -8,14 +8,17 @@ once, with its keyword score and cosine, ready to be ranked under any fusion wei
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_chain.retrieval.fusion import Candidate, FusionWeights, is_question, item_key, rank
 from memory_chain.retrieval.timeframes import TimeWindow
 from memory_chain.schemas import KeywordHit, MemoryItem
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
+from memory_chain.tiers.vectors.index import TurnPayload, VectorFilter, VectorHit
+
+if TYPE_CHECKING:
+    from memory_chain.tiers.vectors.tier import Tier3
 
 TurnKey = tuple[str, int]
 
@@ -157,6 +160,52 @@ def turn_of(candidate: Candidate) -> TurnKey:
     number = candidate.item.turn_number
     assert number is not None
     return candidate.item.conversation_id, number
+
+
+@dataclass
+class KnownTurns:
+    """Payloads of neighbouring turns read from tier 3 by id (their text, for fusion).
+
+    Reading by id needs no query vector, so the neighbours of the keyword hits are read in the
+    keyword worker thread while the query is being embedded.
+
+    Attributes:
+        asked: The turns asked for, found or not (none is asked for twice).
+        payloads: Those found.
+    """
+
+    asked: set[TurnKey] = field(default_factory=set)
+    payloads: dict[TurnKey, TurnPayload] = field(default_factory=dict)
+
+    def read(self, tier3: Tier3, user_id: str, turns: Collection[TurnKey]) -> None:
+        """Read the turns of ``turns`` not asked for yet.
+
+        Raises:
+            VectorStoreError: If tier 3 cannot be read.
+        """
+        new = set(turns) - self.asked
+        if new:
+            self.payloads.update(tier3.payloads(user_id, new))
+            self.asked |= new
+
+
+def keyword_neighbours(hits: Sequence[KeywordHit]) -> set[TurnKey]:
+    """The turns next to these keyword hits whose text fusion may need.
+
+    The turn before each turn hit (a question it may answer) and, after a question, the turn
+    after it (its answer); the hits themselves are left out (their text is known).
+    """
+    found = {(hit.conversation_id, hit.turn_number) for hit in hits if hit.kind == "turn"}
+    wanted: set[TurnKey] = set()
+    for hit in hits:
+        number = hit.turn_number
+        if hit.kind != "turn" or not number:
+            continue
+        if number > 1:
+            wanted.add((hit.conversation_id, number - 1))
+        if is_question(hit.text):
+            wanted.add((hit.conversation_id, number + 1))
+    return wanted - found
 
 
 def wanted_neighbours(pool: Pool) -> set[TurnKey]:

@@ -26,21 +26,24 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.retrieval.candidates import (
     Candidates,
+    KnownTurns,
     Pool,
     Scope,
     TurnKey,
     dense_query,
     keyword_item,
+    keyword_neighbours,
     question_before,
     turn_of,
     vector_item,
@@ -50,10 +53,13 @@ from memory_chain.retrieval.fusion import FusionWeights, is_question
 from memory_chain.retrieval.timeframes import TimeWindow, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, point_id
+from memory_chain.tiers.vectors.index import VectorHit, point_id
 from memory_chain.tiers.vectors.tier import Tier3
 
 RetrievalMode = Literal["hybrid", "dense", "keyword"]
+#: What the keyword worker returns: the hits, and their neighbours read from tier 3.
+KeywordSide = tuple[list[KeywordHit], KnownTurns]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -177,11 +183,14 @@ class MemorySearch:
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
         )
         tier3 = self.tier3 if settings.mode != "keyword" and query.strip() else None
-        keyword: Future[list[KeywordHit]] | None = None
+        keyword: Future[KeywordSide] | None = None
         if settings.mode != "dense":
-            # Keyword search runs in a worker thread while the query is embedded (SQLite and
-            # torch both release the GIL): on an idle machine it then costs nothing.
-            keyword = self._submit(self._keyword_hits, query, scope, parallel=tier3 is not None)
+            # Keyword search, and reading its hits' neighbours from tier 3, run in a worker
+            # thread while the query is embedded (SQLite, the vector engine and the embedding
+            # runtime release the GIL): on an idle machine they then cost nothing.
+            keyword = self._submit(
+                self._keyword_side, query, scope, tier3, parallel=tier3 is not None
+            )
         dense: list[VectorHit] | None = None
         vector: list[float] | None = None
         if tier3 is not None:
@@ -190,9 +199,11 @@ class MemorySearch:
                 dense = self._dense_hits(tier3, vector, scope, found.windows)
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
+        known = KnownTurns()
         if keyword is not None:
             try:
-                for found_hit in keyword.result():
+                hits, known = keyword.result()
+                for found_hit in hits:
                     source = "tier2-turns" if found_hit.kind == "turn" else "tier2-summaries"
                     pool.add(keyword_item(found_hit), source, keyword=found_hit.score)
                 found.keyword = True
@@ -202,7 +213,7 @@ class MemorySearch:
             for hit in dense:
                 pool.add(vector_item(hit), "tier3", cosine=hit.score)
             try:
-                self._neighbours(tier3, vector, scope.user_id, pool)
+                self._neighbours(tier3, vector, scope.user_id, pool, known)
                 found.semantic = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
@@ -210,16 +221,14 @@ class MemorySearch:
                 self._facts(tier3, vector, user_id, pool, found.degraded)
         return found
 
-    def _submit(
-        self, work: Callable[..., list[KeywordHit]], *args: Any, parallel: bool
-    ) -> Future[list[KeywordHit]]:
+    def _submit(self, work: Callable[..., _T], *args: Any, parallel: bool) -> Future[_T]:
         """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""
         if parallel and self.settings.parallel:
             with self._executor_lock:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(4, thread_name_prefix="memory-search")
                 return self._executor.submit(work, *args)
-        done: Future[list[KeywordHit]] = Future()
+        done: Future[_T] = Future()
         try:
             done.set_result(work(*args))
         except MemoryChainError as exc:
@@ -232,6 +241,16 @@ class MemorySearch:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
+
+    def _keyword_side(self, query: str, scope: Scope, tier3: Tier3 | None) -> KeywordSide:
+        """The keyword hits, and their neighbours read from ``tier3`` (if it answers)."""
+        hits = self._keyword_hits(query, scope)
+        known = KnownTurns()
+        if tier3 is not None:
+            # A failure here is reported by semantic search, which needs tier 3 too.
+            with contextlib.suppress(MemoryChainError):
+                known.read(tier3, scope.user_id, keyword_neighbours(hits))
+        return hits, known
 
     def _keyword_hits(self, query: str, scope: Scope) -> list[KeywordHit]:
         """The best turns and summaries by BM25, turns first."""
@@ -270,23 +289,30 @@ class MemorySearch:
             return set()
 
     @staticmethod
-    def _neighbours(tier3: Tier3, vector: list[float], user_id: str, pool: Pool) -> None:
-        """One search by point id for the cosines fusion still needs.
+    def _neighbours(
+        tier3: Tier3, vector: list[float], user_id: str, pool: Pool, known: KnownTurns
+    ) -> None:
+        """The cosines fusion still needs: one search by point id, without payloads.
 
         Those of candidates semantic search did not rank, of the turn before each candidate
         (an answer is credited with its question's cosine), and of the turn after each
-        question (a candidate of its own).
+        question (a candidate of its own). The text of the turns that are not candidates
+        comes from ``known`` (read while the query was embedded) or is read now.
         """
         wanted = wanted_neighbours(pool)
-        fetched: dict[TurnKey, VectorHit] = {}
-        if wanted:
-            ids = tuple(point_id(conversation, number) for conversation, number in wanted)
-            for hit in tier3.search(vector, VectorFilter(user_id=user_id, ids=ids), len(ids)):
-                fetched[(hit.payload.conversation_id, hit.payload.turn_number)] = hit
+        known.read(tier3, user_id, {key for key in wanted if pool.turn(*key) is None})
+        cosines = tier3.scores(vector, user_id, wanted)
+        fetched = {
+            key: VectorHit(id=point_id(*key), score=cosine, payload=known.payloads[key])
+            for key, cosine in cosines.items()
+            if key in known.payloads
+        }
         for candidate in pool.turns():
             key = turn_of(candidate)
-            if candidate.cosine is None and key in fetched:
-                candidate.cosine = fetched[key].score
+            if candidate.cosine is None and key in cosines:
+                candidate.cosine = cosines[key]
+        for candidate in pool.turns():
+            key = turn_of(candidate)
             answer = fetched.get((key[0], key[1] + 1))
             if answer is not None and is_question(candidate.item.content):
                 pool.add(vector_item(answer), "tier3", cosine=answer.score)

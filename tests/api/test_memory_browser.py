@@ -80,6 +80,9 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
         "remove": "recipes",
         "screenshotDir": str(tmp_path),
     }
+    # The API's answer to the page's search, asked on the same stored corpus: the page purges a
+    # conversation after it searches, and BM25's corpus statistics (so the fused scores) change.
+    api = _call(server, "POST", "/v1/conversations/trip/search", json={"query": "Lisbon", "k": 10})
     report = browsers.drive(node, "memory_browser.js", options, timeout=180)
     assert report["error"] is None, report
     assert report["pageErrors"] == []
@@ -111,7 +114,6 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     assert shown["summaryRanges"][0].startswith("turns 1\u20134")  # an en dash
 
     # Search: the same hits as the API, each naming its tier, its sources and its score.
-    api = _call(server, "POST", "/v1/conversations/trip/search", json={"query": "Lisbon", "k": 10})
     assert [(r["tier"], r["content"]) for r in report["search"]] == [
         (hit["tier"], hit["content"]) for hit in api["results"]
     ]

@@ -307,6 +307,31 @@ def test_scroll_returns_every_point_with_payload_and_vector(index: VectorIndex) 
     }
 
 
+def test_payloads_and_scores_read_the_users_points_by_id(index: VectorIndex) -> None:
+    points = standard_points()
+    index.upsert(points)
+    by_id = {p.id: p for p in points}
+    u1_c1 = [point_id("c1", turn) for turn in (0, 3, 5)]
+    wanted = [*u1_c1, point_id("c3", 2), point_id("c1", 99)]  # another user's, one never stored
+    query = unit_vectors(np.random.default_rng(11), 1)[0]
+
+    payloads = index.payloads("u1", wanted)
+    scores = index.scores(query.tolist(), "u1", wanted)
+
+    assert sorted(payloads, key=lambda p: p.turn_number) == [by_id[i].payload for i in u1_c1]
+    assert scores.keys() == set(u1_c1)
+    for point_key, score in scores.items():
+        assert score == pytest.approx(float(np.dot(query, by_id[point_key].vector)), abs=1e-5)
+    assert index.payloads("u1", []) == []
+    assert index.scores(query.tolist(), "u1", []) == {}
+    assert index.payloads("nobody", u1_c1) == []
+    assert index.scores(query.tolist(), "x", u1_c1) == {}
+    with pytest.raises(InvalidInputError):
+        index.scores([1.0, 0.0], "u1", u1_c1)
+    with pytest.raises(InvalidInputError):
+        index.scores(query.tolist(), "u1", ["not-a-uuid"])
+
+
 # --- lifecycle ------------------------------------------------------------------------------
 
 
@@ -330,6 +355,8 @@ def test_calls_after_close_raise_vector_store_error(backend: Backend) -> None:
     index.close()
     with pytest.raises(VectorStoreError):
         index.upsert(standard_points()[:1])
+    with pytest.raises(VectorStoreError):
+        index.payloads("u1", [point_id("c1", 1)])
 
 
 def test_reopening_with_another_dimension_is_refused(backend: Backend) -> None:

@@ -39,6 +39,7 @@ from memory_chain.errors import (
 from memory_chain.tiers.vectors.index import (
     HasIds,
     Match,
+    TurnPayload,
     VectorFilter,
     VectorHit,
     VectorPoint,
@@ -46,6 +47,7 @@ from memory_chain.tiers.vectors.index import (
     check_vector,
     filter_conditions,
     payload_from_engine,
+    users_payloads,
     vector_from_engine,
 )
 
@@ -264,6 +266,42 @@ class EdgeIndex:
                 )
             if offset is None:
                 return
+
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
+        """The payloads of the points with these ids among ``user_id``'s.
+
+        Raises:
+            VectorStoreError: If the engine fails or the index is not open.
+        """
+        if not ids:
+            return []
+        shard = self._ready()
+        with self._errors("read"):
+            records = shard.retrieve(list(ids), True, False)
+        return users_payloads(user_id, records)
+
+    def scores(self, vector: Sequence[float], user_id: str, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of ``vector`` with each point of ``ids`` among ``user_id``'s.
+
+        Raises:
+            InvalidInputError: If the vector has the wrong length or an id is not a UUID.
+            VectorStoreError: If the engine fails or the index is not open.
+        """
+        query = self._check_vector(vector)
+        if not ids:
+            return {}
+        request = qe.QueryRequest(
+            limit=len(ids),
+            query=qe.Query.Nearest(query),
+            filter=_to_filter(VectorFilter(user_id=user_id, ids=tuple(ids))),
+            with_payload=False,
+            with_vector=False,
+            params=qe.SearchParams(exact=True),
+        )
+        shard = self._ready()
+        with self._errors("search"):
+            found = shard.query(request)
+        return {str(hit.id): float(hit.score) for hit in found}
 
     def flush(self) -> None:
         """Write every acknowledged update to disk, so it survives an OS crash too.

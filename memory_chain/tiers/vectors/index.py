@@ -11,8 +11,9 @@ similarities: **higher is more similar** (1.0 for the same direction).
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -24,8 +25,12 @@ from memory_chain.schemas import as_utc
 POINT_NAMESPACE = uuid.UUID("5b0f3a52-3c1e-4d55-9d36-6f0a39c0e3b1")
 
 
+@functools.lru_cache(maxsize=65536)
 def point_id(conversation_id: str, turn_number: int) -> str:
-    """The deterministic id of a turn's point: embedding a turn twice overwrites one point."""
+    """The deterministic id of a turn's point: embedding a turn twice overwrites one point.
+
+    Cached: retrieval asks for the ids of a hundred neighbouring turns per query.
+    """
     return str(uuid.uuid5(POINT_NAMESPACE, f"{conversation_id}\x1f{turn_number}"))
 
 
@@ -197,6 +202,12 @@ def payload_from_engine(point: object, payload: dict[str, Any] | None) -> TurnPa
         ) from exc
 
 
+def users_payloads(user_id: str, records: Iterable[Any]) -> list[TurnPayload]:
+    """The payloads of engine records (``.id``, ``.payload``) that are ``user_id``'s."""
+    payloads = [payload_from_engine(record.id, record.payload) for record in records]
+    return [payload for payload in payloads if payload.user_id == user_id]
+
+
 def vector_from_engine(point: object, vector: object) -> list[float]:
     """A stored point's single dense vector."""
     if isinstance(vector, list) and all(isinstance(x, float | int) for x in vector):
@@ -238,6 +249,21 @@ class VectorIndex(Protocol):
 
     def scroll(self, where: VectorFilter | None = None) -> Iterator[VectorPoint]:
         """Every point ``where`` selects, with its (normalized) vector, in no set order."""
+        ...
+
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
+        """The payloads of the points with these ids among ``user_id``'s, in no set order.
+
+        Ids of points that do not exist, or are another user's, are left out.
+        """
+        ...
+
+    def scores(self, vector: Sequence[float], user_id: str, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of ``vector`` with each point of ``ids`` among ``user_id``'s, by id.
+
+        A search without payloads: the cheapest way to score known points (ids of points that
+        do not exist, or are another user's, are left out).
+        """
         ...
 
     def flush(self) -> None:

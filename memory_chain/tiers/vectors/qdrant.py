@@ -32,6 +32,7 @@ from memory_chain.errors import (
 from memory_chain.tiers.vectors.index import (
     HasIds,
     Match,
+    TurnPayload,
     VectorFilter,
     VectorHit,
     VectorPoint,
@@ -39,6 +40,7 @@ from memory_chain.tiers.vectors.index import (
     check_vector,
     filter_conditions,
     payload_from_engine,
+    users_payloads,
     vector_from_engine,
 )
 
@@ -285,6 +287,44 @@ class QdrantIndex:
                 if exc.status_code != 404:
                     raise
         logger.info("dropped Qdrant collection %s at %s", self.collection, self._where)
+
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
+        """The payloads of the points with these ids among ``user_id``'s.
+
+        Raises:
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the points cannot be read.
+        """
+        if not ids:
+            return []
+        with self._errors("read from"):
+            records = self.client.retrieve(
+                self.collection, ids=list(ids), with_payload=True, with_vectors=False
+            )
+        return users_payloads(user_id, records)
+
+    def scores(self, vector: Sequence[float], user_id: str, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of ``vector`` with each point of ``ids`` among ``user_id``'s.
+
+        Raises:
+            InvalidInputError: If the vector has the wrong length or an id is not a UUID.
+            VectorStoreUnavailableError: If the server cannot be reached.
+            VectorStoreError: If the search fails.
+        """
+        query = self._check_vector(vector)
+        if not ids:
+            return {}
+        selector = _to_filter(VectorFilter(user_id=user_id, ids=tuple(ids)))
+        with self._errors("search"):
+            found = self.client.query_points(
+                self.collection,
+                query=query,
+                query_filter=selector,
+                limit=len(ids),
+                with_payload=False,
+                with_vectors=False,
+            ).points
+        return {str(hit.id): float(hit.score) for hit in found}
 
     def flush(self) -> None:
         """Nothing to do: upserts wait for the server's write-ahead log (``wait=True``)."""

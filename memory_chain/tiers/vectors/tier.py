@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.tiers.vectors.facts import UserFacts
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, VectorIndex
+from memory_chain.tiers.vectors.index import (
+    TurnPayload,
+    VectorFilter,
+    VectorHit,
+    VectorIndex,
+    point_id,
+)
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.worker import BackfillWorker
+
+#: A turn: ``(conversation_id, turn_number)``.
+TurnKey = tuple[str, int]
 
 
 @dataclass
@@ -42,6 +52,19 @@ class Tier3:
     def search(self, vector: list[float], where: VectorFilter, k: int) -> list[VectorHit]:
         """The ``k`` turns most similar to ``vector`` among those ``where`` selects."""
         return self.index.search(vector, where, k)
+
+    def payloads(self, user_id: str, turns: Iterable[TurnKey]) -> dict[TurnKey, TurnPayload]:
+        """The stored payloads of these ``(conversation_id, turn_number)``s of ``user_id``."""
+        found = self.index.payloads(user_id, [point_id(c, n) for c, n in turns])
+        return {(p.conversation_id, p.turn_number): p for p in found}
+
+    def scores(
+        self, vector: list[float], user_id: str, turns: Iterable[TurnKey]
+    ) -> dict[TurnKey, float]:
+        """The cosine of ``vector`` with each of these stored turns of ``user_id``."""
+        keys = {point_id(c, n): (c, n) for c, n in turns}
+        found = self.index.scores(vector, user_id, list(keys))
+        return {keys[point]: score for point, score in found.items()}
 
     def search_facts(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
         """The user's remembered facts most similar to ``vector`` (none without facts)."""

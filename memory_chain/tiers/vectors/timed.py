@@ -1,8 +1,9 @@
 """A :class:`VectorIndex` that times its searches into the process metrics.
 
-It wraps any backend and passes every call through; only :meth:`TimedIndex.search` is
+It wraps any backend and passes every call through; only the reads on the query path
+(:meth:`TimedIndex.search`, :meth:`TimedIndex.payloads`, :meth:`TimedIndex.scores`) are
 measured (``memory_chain_retrieval_duration_seconds{tier=...}``), so the engines stay free of
-metrics code and every caller of the index (the manager, the retriever) is measured alike.
+metrics code and every caller of the index is measured alike.
 
 Example:
     >>> edge = EdgeIndex(path, collection="c", dimension=384)  # doctest: +SKIP
@@ -14,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from memory_chain import metrics
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, VectorIndex, VectorPoint
+from memory_chain.tiers.vectors.index import (
+    TurnPayload,
+    VectorFilter,
+    VectorHit,
+    VectorIndex,
+    VectorPoint,
+)
 
 
 class TimedIndex(VectorIndex):
@@ -54,6 +61,16 @@ class TimedIndex(VectorIndex):
     def scroll(self, where: VectorFilter | None = None) -> Iterator[VectorPoint]:
         """Scroll ``inner``."""
         return self.inner.scroll(where)
+
+    def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
+        """Read payloads from ``inner``, timed as a search (retrieval reads neighbours so)."""
+        with metrics.retrieval_timer(self.tier):
+            return self.inner.payloads(user_id, ids)
+
+    def scores(self, vector: Sequence[float], user_id: str, ids: Sequence[str]) -> dict[str, float]:
+        """Score points of ``inner``, timed."""
+        with metrics.retrieval_timer(self.tier):
+            return self.inner.scores(vector, user_id, ids)
 
     def flush(self) -> None:
         """Flush ``inner``."""

@@ -150,7 +150,7 @@ class ConsolidationService:
         if turn_count - through >= self.settings.message_threshold:
             return "messages"
         cached = self.buffer.get(conversation_id, user_id) or []
-        tokens = sum(turn.token_total for turn in cached if turn.turn_number > through)
+        tokens = sum(turn.content_tokens for turn in cached if turn.turn_number > through)
         if tokens > self.settings.token_limit:
             return "tokens"
         return None

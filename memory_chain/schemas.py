@@ -56,9 +56,19 @@ class Turn:
     tokens: TokenUsage | None = None
 
     @property
-    def token_total(self) -> int:
-        """Total tokens of the turn, 0 when unknown."""
-        return self.tokens.total if self.tokens else 0
+    def content_tokens(self) -> int:
+        """Tokens of the turn's own text, 0 when unknown.
+
+        A reply's ``tokens.total`` is what the model reported for the call (its prompt, with
+        the memory context, plus its completion: what a bill counts); the reply's own text is
+        the completion. Every other turn's ``tokens.total`` is its text counted. The
+        consolidation trigger and ``conversations.total_tokens`` sum this, not the bill.
+        """
+        if self.tokens is None:
+            return 0
+        if self.tokens.completion is not None:
+            return self.tokens.completion
+        return self.tokens.total
 
 
 @dataclass(slots=True)

@@ -174,6 +174,27 @@ def test_token_trigger(memory: Any) -> None:
     ] == [(1, 1)]
 
 
+def test_token_trigger_counts_the_turns_text_not_the_models_prompt(memory: Any) -> None:
+    manager, service, _ = memory
+    # Replies billed at ~700 prompt tokens (the memory context) each: three exchanges used to
+    # sum 2,000+ and trigger a summary after 6 messages instead of 10.
+    for i in range(4):
+        billed = TokenUsage(total=705, prompt=700, completion=5)
+        turns = [
+            NewTurn("user", f"m{i}", tokens=TokenUsage(3)),
+            NewTurn("assistant", "ok", tokens=billed),
+        ]
+        manager.add_turns("trip", "ana", turns)
+        wait_idle(service)
+    assert manager.store.get_summaries("trip") == []
+    info = manager.store.get_conversation("trip", user_id="ana")
+    assert info is not None
+    assert info.total_tokens == 4 * (3 + 5)
+    meta = manager.buffer.metadata("trip")
+    assert meta is not None
+    assert meta.total_tokens == 4 * (3 + 5)
+
+
 def test_end_of_conversation_and_manual_trigger(memory: Any) -> None:
     manager, service, _ = memory
     chat(manager, "trip", "ana", "short one")

@@ -232,7 +232,7 @@ class TurnBuffer:
                 entry.turns.append(turn)
                 entry.messages.append(to_message(turn))
                 entry.metadata.turn_count = last = turn.turn_number
-                entry.metadata.total_tokens += turn.token_total
+                entry.metadata.total_tokens += turn.content_tokens
                 entry.metadata.last_updated = max(entry.metadata.last_updated, turn.timestamp)
             self._entries.move_to_end(conversation_id)
             self._evict()

@@ -271,7 +271,7 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
     first = turns[0].timestamp if turns else now
     last = max((t.timestamp for t in turns), default=None)
     turn_count = obj.get("turn_count", len(turns))
-    total_tokens = obj.get("total_tokens", sum(t.token_total for t in turns))
+    total_tokens = obj.get("total_tokens", sum(t.content_tokens for t in turns))
     info = ConversationInfo(
         conversation_id=cid,
         user_id=_str(obj.get("user_id"), "user_id"),

@@ -218,3 +218,35 @@ def test_context_migration_indexes_existing_turns_and_downgrades(tmp_path: Path)
     assert store.delete_conversation("trip", user_id="ana")
     assert _turn_matches(path, "body:kayaking") == []
     engine.dispose()
+
+
+def test_total_tokens_count_the_turns_own_text_and_0005_recounts(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.schemas import NewTurn, TokenUsage
+    from memory_chain.tiers.sql import SQLStore
+
+    engine = create_sql_engine(sql_url)
+    try:
+        upgrade(engine)
+        store = SQLStore(engine)
+        # A reply the model billed at 700 prompt + 5 completion tokens: its own text is 5.
+        reply = NewTurn("assistant", "Noted.", tokens=TokenUsage(705, prompt=700, completion=5))
+        store.append_turns(
+            "trip", [NewTurn("user", "Fly Sunday.", tokens=TokenUsage(7)), reply], user_id="ana"
+        )
+        info = store.get_conversation("trip", user_id="ana")
+        assert info is not None
+        assert info.total_tokens == 12
+        turns = store.get_turns("trip", user_id="ana")
+        assert turns[1].tokens == TokenUsage(705, prompt=700, completion=5)  # the bill is kept
+
+        # A database written before 0005 summed the bills; the migration recounts it.
+        downgrade(engine, "0004")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT total_tokens FROM conversations")).scalar() == 712
+        upgrade(engine)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT total_tokens FROM conversations")).scalar() == 12
+    finally:
+        engine.dispose()

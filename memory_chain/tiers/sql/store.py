@@ -258,7 +258,7 @@ class SQLStore:
                     "cid": conversation_id,
                     "new_turn_count": stored[-1].turn_number,
                     "new_total_tokens": (state.total_tokens or 0)
-                    + sum(turn.token_total for turn in stored),
+                    + sum(turn.content_tokens for turn in stored),
                     "new_last_message_at": naive_utc(max(turn.timestamp for turn in stored)),
                 },
             )

@@ -86,7 +86,7 @@ class UserFacts:
                         role=turn.role,
                         content=turn.content,
                         timestamp=turn.timestamp,
-                        tokens=turn.token_total or None,
+                        tokens=turn.content_tokens or None,
                         tags=("fact",),
                     ),
                 )

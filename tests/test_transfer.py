@@ -139,7 +139,8 @@ def test_round_trip_is_exact_and_rebuilds_tier3(
     assert trip["conversation_id"] == "trip"
     assert trip["user_id"] == "ana"
     assert trip["turn_count"] == 6
-    assert trip["total_tokens"] == sum(10 + i for i in range(6) if i != 1)
+    # The turns' own text: each counted turn's completion, not its total.
+    assert trip["total_tokens"] == sum(7 + i for i in range(6) if i != 1)
     assert trip["summary"] == "Ana plans a Lisbon trip with Marta, 3-10 May, 2000 euros."
     assert [t["turn_number"] for t in trip["turns"]] == [1, 2, 3, 4, 5, 6]
     assert trip["turns"][0]["content"] == TRIP[0][1]  # not \u-escaped, kept exactly

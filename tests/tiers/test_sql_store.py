@@ -47,7 +47,8 @@ def test_append_numbers_turns_and_updates_conversation(store: SQLStore) -> None:
     assert info is not None
     assert info.user_id == "alice"
     assert info.turn_count == 3
-    assert info.total_tokens == 140
+    # Each turn's own text: the reply counts its completion (120), not the call's bill (135).
+    assert info.total_tokens == 5 + 120
     assert info.status == "active"
     assert info.last_message_at is not None
     assert info.last_message_at.tzinfo is not None

@@ -55,17 +55,14 @@ GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {
         "answer_of_question": (0.2, 0.4, 0.6),
         "question_penalty": (0.1, 0.2, 0.3),
         "time": (0.3, 0.5, 0.7),
-        "time_slack": (timedelta(0), timedelta(days=7)),
     },
     "keyword": {
         "time": (0.0, 0.3, 0.5, 0.7, 1.0),
-        "time_slack": (timedelta(0), timedelta(days=7)),
     },
     "dense": {
         "answer_of_question": (0.2, 0.4, 0.6),
         "question_penalty": (0.1, 0.2, 0.3),
         "time": (0.3, 0.5, 0.7),
-        "time_slack": (timedelta(0), timedelta(days=7)),
     },
 }
 

@@ -88,14 +88,18 @@ def keyword_item(hit: KeywordHit) -> MemoryItem:
 
 def vector_item(hit: VectorHit, *, fact: bool = False) -> MemoryItem:
     """A tier-3 hit (a turn, or a remembered fact) as a memory item."""
-    payload = hit.payload
+    return payload_item(hit.payload, hit.score, fact=fact)
+
+
+def payload_item(payload: TurnPayload, score: float, *, fact: bool = False) -> MemoryItem:
+    """A tier-3 payload (a turn, or a remembered fact) as a memory item."""
     return MemoryItem(
         tier="facts" if fact else "tier3",
         kind="fact" if fact else "turn",
         conversation_id=payload.conversation_id,
         content=payload.content,
         timestamp=payload.timestamp,
-        score=hit.score,
+        score=score,
         turn_number=payload.turn_number,
         role=payload.role,  # type: ignore[arg-type]
     )
@@ -223,15 +227,16 @@ def wanted_neighbours(pool: Pool) -> set[TurnKey]:
 
 
 def question_before(
-    candidate: Candidate, pool: Pool, fetched: dict[TurnKey, VectorHit]
+    candidate: Candidate, pool: Pool, known: KnownTurns, cosines: dict[TurnKey, float]
 ) -> float | None:
     """The cosine of the turn before ``candidate`` when that turn is a question."""
     conversation, number = turn_of(candidate)
-    before = pool.turn(conversation, number - 1)
+    key = (conversation, number - 1)
+    before = pool.turn(*key)
     if before is not None and before.cosine is not None:
         text, cosine = before.item.content, before.cosine
-    elif (hit := fetched.get((conversation, number - 1))) is not None:
-        text, cosine = hit.payload.content, hit.score
+    elif key in known.payloads and key in cosines:
+        text, cosine = known.payloads[key].content, cosines[key]
     else:
         return None
     return cosine if is_question(text) else None

@@ -44,6 +44,7 @@ from memory_chain.retrieval.candidates import (
     dense_query,
     keyword_item,
     keyword_neighbours,
+    payload_item,
     question_before,
     turn_of,
     vector_item,
@@ -53,12 +54,27 @@ from memory_chain.retrieval.fusion import FusionWeights, is_question
 from memory_chain.retrieval.timeframes import TimeWindow, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.vectors.index import VectorHit, point_id
+from memory_chain.tiers.vectors.index import VectorHit
 from memory_chain.tiers.vectors.tier import Tier3
 
 RetrievalMode = Literal["hybrid", "dense", "keyword"]
-#: What the keyword worker returns: the hits, and their neighbours read from tier 3.
-KeywordSide = tuple[list[KeywordHit], KnownTurns]
+
+
+@dataclass
+class KeywordSide:
+    """What the keyword worker finds.
+
+    Attributes:
+        hits: The keyword candidates: the best turns, then the best summaries.
+        scores: The keyword score of every turn among the best ``keyword_scored`` matches.
+        known: The turn hits and their neighbours, read from tier 3 (empty without it).
+    """
+
+    hits: list[KeywordHit]
+    scores: dict[TurnKey, float]
+    known: KnownTurns
+
+
 _T = TypeVar("_T")
 
 
@@ -67,10 +83,17 @@ class RetrievalSettings:
     """How memory is searched.
 
     Attributes:
-        keyword_k: Keyword candidates (turns); deep lists matter for score fusion, and BM25
-            scores every match anyway.
+        keyword_k: Keyword candidates (turns) next to semantic search. Shallow lists
+            suffice (measured: 20, 30 and 100 give the same recall) because a semantic
+            candidate gets its keyword score whatever its keyword rank (``keyword_scored``).
+        keyword_alone_k: Keyword candidates when keyword search answers alone (the
+            ``"keyword"`` mode, or tier 3 off).
+        keyword_scored: How many of the best keyword matches keep their score (those past
+            ``keyword_k`` are not candidates, but a turn semantic search finds gets its
+            keyword score from them: a turn both searches find in their second hundred
+            otherwise counts as found by one).
         summary_k: Keyword candidates among range summaries.
-        semantic_k: Semantic candidates.
+        semantic_k: Semantic candidates (30 and 50 give the same recall).
         window_k: Semantic candidates inside each dated time window of the query.
         common_share: Query words found in at least this share of the searched turns are
             left out of the query that is embedded (see :func:`dense_query`).
@@ -85,9 +108,11 @@ class RetrievalSettings:
         parallel: Run keyword search in a worker thread while the query is embedded.
     """
 
-    keyword_k: int = 100
+    keyword_k: int = 30
+    keyword_alone_k: int = 100
+    keyword_scored: int = 1000
     summary_k: int = 5
-    semantic_k: int = 50
+    semantic_k: int = 30
     window_k: int = 20
     common_share: float = 0.3
     common_min_rows: int = 50
@@ -199,11 +224,11 @@ class MemorySearch:
                 dense = self._dense_hits(tier3, vector, scope, found.windows)
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
-        known = KnownTurns()
+        side = KeywordSide([], {}, KnownTurns())
         if keyword is not None:
             try:
-                hits, known = keyword.result()
-                for found_hit in hits:
+                side = keyword.result()
+                for found_hit in side.hits:
                     source = "tier2-turns" if found_hit.kind == "turn" else "tier2-summaries"
                     pool.add(keyword_item(found_hit), source, keyword=found_hit.score)
                 found.keyword = True
@@ -213,7 +238,7 @@ class MemorySearch:
             for hit in dense:
                 pool.add(vector_item(hit), "tier3", cosine=hit.score)
             try:
-                self._neighbours(tier3, vector, scope.user_id, pool, known)
+                self._neighbours(tier3, vector, scope.user_id, pool, side)
                 found.semantic = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
@@ -243,25 +268,30 @@ class MemorySearch:
             executor.shutdown(wait=True)
 
     def _keyword_side(self, query: str, scope: Scope, tier3: Tier3 | None) -> KeywordSide:
-        """The keyword hits, and their neighbours read from ``tier3`` (if it answers)."""
-        hits = self._keyword_hits(query, scope)
-        known = KnownTurns()
+        """The keyword hits and scores, and the turns around them read from ``tier3``."""
+        settings = self.settings
+        user_id, conversation_id = scope.user_id, scope.conversation_id
+        # Alone (keyword mode, or no tier 3), keyword search fills the whole list itself.
+        depth = settings.keyword_k if tier3 is not None else settings.keyword_alone_k
+        hits = self.store.search(
+            query, user_id=user_id, conversation_id=conversation_id, limit=depth
+        )
+        summaries = [hit for hit in hits if hit.kind == "summary"]
+        side = KeywordSide(
+            [hit for hit in hits if hit.kind == "turn"] + summaries[: settings.summary_k],
+            self.store.keyword_scores(
+                query,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                limit=settings.keyword_scored,
+            ),
+            KnownTurns(),
+        )
         if tier3 is not None:
             # A failure here is reported by semantic search, which needs tier 3 too.
             with contextlib.suppress(MemoryChainError):
-                known.read(tier3, scope.user_id, keyword_neighbours(hits))
-        return hits, known
-
-    def _keyword_hits(self, query: str, scope: Scope) -> list[KeywordHit]:
-        """The best turns and summaries by BM25, turns first."""
-        hits = self.store.search(
-            query,
-            user_id=scope.user_id,
-            conversation_id=scope.conversation_id,
-            limit=self.settings.keyword_k,
-        )
-        summaries = [hit for hit in hits if hit.kind == "summary"]
-        return [hit for hit in hits if hit.kind == "turn"] + summaries[: self.settings.summary_k]
+                side.known.read(tier3, scope.user_id, keyword_neighbours(side.hits))
+        return side
 
     def _dense_hits(
         self, tier3: Tier3, vector: list[float], scope: Scope, windows: Sequence[TimeWindow]
@@ -290,34 +320,63 @@ class MemorySearch:
 
     @staticmethod
     def _neighbours(
-        tier3: Tier3, vector: list[float], user_id: str, pool: Pool, known: KnownTurns
+        tier3: Tier3, vector: list[float], user_id: str, pool: Pool, side: KeywordSide
     ) -> None:
-        """The cosines fusion still needs: one search by point id, without payloads.
+        """Complete what fusion needs of every candidate, and add the answers to questions.
 
-        Those of candidates semantic search did not rank, of the turn before each candidate
-        (an answer is credited with its question's cosine), and of the turn after each
-        question (a candidate of its own). The text of the turns that are not candidates
-        comes from ``known`` (read while the query was embedded) or is read now.
+        Every turn candidate gets its cosine (keyword hits) and its keyword score (semantic
+        hits) where it has one; a candidate that asks something brings in the turn after it
+        (its answer); each knows the cosine of the turn before it when that turn is a
+        question. The text of the turns around the semantic hits is read from tier 3 by id
+        now (that of the turns around the keyword hits was read while the query was
+        embedded); only the cosines fusion uses are asked for.
         """
-        wanted = wanted_neighbours(pool)
-        known.read(tier3, user_id, {key for key in wanted if pool.turn(*key) is None})
-        cosines = tier3.scores(vector, user_id, wanted)
-        fetched = {
-            key: VectorHit(id=point_id(*key), score=cosine, payload=known.payloads[key])
-            for key, cosine in cosines.items()
-            if key in known.payloads
-        }
+        known = side.known
+        known.read(
+            tier3, user_id, {key for key in wanted_neighbours(pool) if pool.turn(*key) is None}
+        )
+        needed: set[TurnKey] = set()
+        for candidate in pool.turns():
+            conversation, number = key = turn_of(candidate)
+            if candidate.cosine is None:
+                needed.add(key)
+            before = known.payloads.get((conversation, number - 1))
+            if (
+                before is not None
+                and is_question(before.content)
+                and pool.turn(conversation, number - 1) is None
+            ):
+                needed.add((conversation, number - 1))
+            after = (conversation, number + 1)
+            if (
+                after in known.payloads
+                and is_question(candidate.item.content)
+                and pool.turn(*after) is None
+            ):
+                needed.add(after)
+        # Scored by the engine (a search restricted to these ids), without payloads.
+        cosines = tier3.scores(vector, user_id, needed)
         for candidate in pool.turns():
             key = turn_of(candidate)
-            if candidate.cosine is None and key in cosines:
-                candidate.cosine = cosines[key]
+            if candidate.cosine is None:
+                candidate.cosine = cosines.get(key)
+            if candidate.keyword is None:
+                candidate.keyword = side.scores.get(key)
         for candidate in pool.turns():
-            key = turn_of(candidate)
-            answer = fetched.get((key[0], key[1] + 1))
-            if answer is not None and is_question(candidate.item.content):
-                pool.add(vector_item(answer), "tier3", cosine=answer.score)
+            conversation, number = turn_of(candidate)
+            answer = (conversation, number + 1)
+            payload = known.payloads.get(answer)
+            if (
+                payload is not None
+                and answer in cosines
+                and pool.turn(*answer) is None
+                and is_question(candidate.item.content)
+            ):
+                cosine = cosines[answer]
+                keyword = side.scores.get(answer)
+                pool.add(payload_item(payload, cosine), "tier3", cosine=cosine, keyword=keyword)
         for candidate in pool.turns():
-            candidate.question_before = question_before(candidate, pool, fetched)
+            candidate.question_before = question_before(candidate, pool, known, cosines)
 
     def _facts(
         self, tier3: Tier3, vector: list[float], user_id: str, pool: Pool, degraded: list[str]

@@ -97,6 +97,28 @@ def test_the_reply_to_a_matching_question_is_a_candidate(manager: MemoryManager)
     assert [i.turn_number for i in ranked] == [4, 3]
 
 
+def test_a_semantic_candidate_keeps_its_keyword_score_past_the_keyword_candidates(
+    manager: MemoryManager,
+) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    # One keyword candidate only: the other turns that share a word with the query are found
+    # by semantic search, and fusion still knows their keyword scores.
+    manager.retrieval = replace(manager.retrieval, keyword_k=1)
+    query = "Which shoes and clothes should we pack for Lisbon?"
+    candidates = manager.memory_search.gather(query, user_id="ana", conversation_id="trip")
+    scores = manager.store.keyword_scores(query, user_id="ana", conversation_id="trip")
+    keyword_found = [c for c in candidates.items if "tier2-turns" in c.sources]
+    assert len(keyword_found) == 1
+    others = [c for c in candidates.items if "tier2-turns" not in c.sources]
+    completed = [c for c in others if c.keyword is not None]
+    assert completed, [c.item.content for c in others]
+    for candidate in completed:
+        key = (candidate.item.conversation_id, candidate.item.turn_number)
+        assert candidate.keyword == pytest.approx(scores[key])
+    assert all(c.cosine is not None for c in candidates.items)
+
+
 def test_recent_turns_are_left_out_and_can_still_be_a_question_before(
     manager: MemoryManager,
 ) -> None:

@@ -224,6 +224,29 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
 
 
+def test_keyword_scores_are_the_search_scores_without_reading_turns(store: SQLStore) -> None:
+    store.append_turns(
+        "c1",
+        [NewTurn("user", "the blue bicycle" + " and the red car" * i) for i in range(12)],
+        user_id="u",
+    )
+    store.append_turns("c2", [NewTurn("user", "a blue whale")], user_id="u")
+    store.append_turns("c3", [NewTurn("user", "blue skies")], user_id="v")
+
+    hits = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
+    scores = store.keyword_scores("blue red car", user_id="u", limit=100)
+    assert scores == pytest.approx({(h.conversation_id, h.turn_number or 0): h.score for h in hits})
+    assert ("c3", 1) not in scores  # another user's
+    # Every turn scores differently (more of the words, or a shorter text): no ties to break.
+    best = store.keyword_scores("blue red car", user_id="u", limit=3)
+    assert set(best) == {(h.conversation_id, h.turn_number or 0) for h in hits[:3]}
+    assert store.keyword_scores("blue", user_id="u", conversation_id="c2") == pytest.approx(
+        {("c2", 1): store.search("blue", user_id="u", conversation_id="c2")[0].score}
+    )
+    assert store.keyword_scores("", user_id="u") == {}
+    assert store.keyword_scores("blue", user_id="u", limit=0) == {}
+
+
 @pytest.mark.parametrize(
     "query",
     [

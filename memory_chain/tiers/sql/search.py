@@ -84,9 +84,10 @@ _SOURCES: dict[Kind, tuple[str, str, str]] = {
 _TIME_COLUMN: dict[Kind, str] = {"turn": "timestamp", "summary": "created_at"}
 
 
-def _typed(kind: Kind, sql: str) -> TextualSelect:
+def _typed(kind: Kind, sql: str, *, typed: bool = True) -> TextualSelect:
     # SQLite returns timestamps as text unless the result column is typed.
-    return text(sql).columns(**{_TIME_COLUMN[kind]: TIMESTAMP})
+    statement = text(sql)
+    return statement.columns(**{_TIME_COLUMN[kind]: TIMESTAMP}) if typed else statement.columns()
 
 
 def fts_phrase(token: str) -> str:
@@ -277,8 +278,10 @@ def _sqlite_fts(
     conversation_id: str | None,
     *,
     rank: bool = True,
+    columns: str | None = None,
 ) -> tuple[TextualSelect, dict[str, Any]]:
-    table, _column, columns = _SOURCES[kind]
+    table, _column, hit_columns = _SOURCES[kind]
+    columns = columns or hit_columns
     # Turns are also found by their neighbours' words (migrations 0003, 0004), at lower weight.
     # Unranked (every word in half of the rows: BM25 would score them all ~0): newest first.
     score = f"-bm25({table}_fts, {_BM25_WEIGHTS[kind]})" if rank else "0.0"
@@ -299,13 +302,14 @@ def _sqlite_fts(
         "JOIN conversations c ON c.conversation_id = t.conversation_id "
         f"WHERE 1 = 1{scope} ORDER BY m.score DESC, t.id DESC"
     )
-    return _typed(kind, sql), {"match": match}
+    return _typed(kind, sql, typed=columns == hit_columns), {"match": match}
 
 
 def _postgres_fts(
-    kind: Kind, words: Sequence[str], scope: str
+    kind: Kind, words: Sequence[str], scope: str, *, columns: str | None = None
 ) -> tuple[TextualSelect, dict[str, Any]]:
-    table, column, columns = _SOURCES[kind]
+    table, column, hit_columns = _SOURCES[kind]
+    columns = columns or hit_columns
     # plainto_tsquery per word, OR-ed: each word is a bound parameter, never parsed as syntax.
     params = {f"w{i}": word for i, word in enumerate(words)}
     tsquery = " || ".join(
@@ -318,11 +322,14 @@ def _postgres_fts(
         f"(SELECT {tsquery} AS query) q "
         f"WHERE {vector} @@ q.query{scope} ORDER BY score DESC LIMIT :limit"
     )
-    return _typed(kind, sql), params
+    return _typed(kind, sql, typed=columns == hit_columns), params
 
 
-def _like(kind: Kind, words: Sequence[str], scope: str) -> tuple[TextualSelect, dict[str, Any]]:
-    table, column, columns = _SOURCES[kind]
+def _like(
+    kind: Kind, words: Sequence[str], scope: str, *, columns: str | None = None
+) -> tuple[TextualSelect, dict[str, Any]]:
+    table, column, hit_columns = _SOURCES[kind]
+    columns = columns or hit_columns
     params: dict[str, Any] = {}
     matches: list[str] = []
     for i, word in enumerate(words):
@@ -335,7 +342,7 @@ def _like(kind: Kind, words: Sequence[str], scope: str) -> tuple[TextualSelect, 
         "JOIN conversations c ON c.conversation_id = t.conversation_id "
         f"WHERE ({score}) > 0{scope} ORDER BY score DESC LIMIT :limit"
     )
-    return _typed(kind, sql), params
+    return _typed(kind, sql, typed=columns == hit_columns), params
 
 
 def sqlite_has_fts(connection: Connection) -> bool:
@@ -376,29 +383,86 @@ def keyword_search(
     words = query_words(query)
     if not words or limit <= 0:
         return []
-    dialect = connection.dialect.name
-    scope, params = _scope("t", user_id, conversation_id)
     hits: list[KeywordHit] = []
     for kind in kinds:
-        if dialect == "postgresql":
-            statement, extra = _postgres_fts(kind, words, scope)
-        elif dialect == "sqlite" and use_fts:
-            informative = (
-                words if term_stats is None else term_stats.informative(connection, kind, words)
-            )
-            statement, extra = _sqlite_fts(
-                kind,
-                informative or words,
-                scope,
-                user_id,
-                conversation_id,
-                rank=bool(informative),
-            )
-        else:
-            statement, extra = _like(kind, words, scope)
-        rows = connection.execute(statement, {**params, **extra, "limit": limit}).all()
+        statement, params = _statement(
+            connection,
+            kind,
+            words,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            use_fts=use_fts,
+            term_stats=term_stats,
+        )
+        rows = connection.execute(statement, {**params, "limit": limit}).all()
         hits.extend(_to_hit(kind, row) for row in rows)
     return hits
+
+
+def keyword_scores(
+    connection: Connection,
+    query: str,
+    *,
+    user_id: str | None,
+    conversation_id: str | None = None,
+    limit: int = 1000,
+    use_fts: bool = True,
+    term_stats: TermStats | None = None,
+) -> dict[tuple[str, int], float]:
+    """The keyword score of the best ``limit`` turns, by (conversation, turn number).
+
+    The same search and scores as :func:`keyword_search`, without reading the turns: what a
+    fusion needs to give a turn another search found its keyword score too.
+    """
+    words = query_words(query)
+    if not words or limit <= 0:
+        return {}
+    statement, params = _statement(
+        connection,
+        "turn",
+        words,
+        user_id=user_id,
+        conversation_id=conversation_id,
+        use_fts=use_fts,
+        term_stats=term_stats,
+        columns="t.conversation_id, t.turn_number",
+    )
+    rows = connection.execute(statement, {**params, "limit": limit}).all()
+    return {(row[0], int(row[1])): float(row[2]) for row in rows}
+
+
+def _statement(
+    connection: Connection,
+    kind: Kind,
+    words: Sequence[str],
+    *,
+    user_id: str | None,
+    conversation_id: str | None,
+    use_fts: bool,
+    term_stats: TermStats | None,
+    columns: str | None = None,
+) -> tuple[TextualSelect, dict[str, Any]]:
+    """The query of one kind for this dialect, and its parameters (``:limit`` left open)."""
+    dialect = connection.dialect.name
+    scope, params = _scope("t", user_id, conversation_id)
+    if dialect == "postgresql":
+        statement, extra = _postgres_fts(kind, words, scope, columns=columns)
+    elif dialect == "sqlite" and use_fts:
+        informative = (
+            words if term_stats is None else term_stats.informative(connection, kind, words)
+        )
+        statement, extra = _sqlite_fts(
+            kind,
+            informative or words,
+            scope,
+            user_id,
+            conversation_id,
+            rank=bool(informative),
+            columns=columns,
+        )
+    else:
+        statement, extra = _like(kind, words, scope, columns=columns)
+    return statement, {**params, **extra}
 
 
 def _to_hit(kind: Kind, row: Any) -> KeywordHit:

@@ -78,6 +78,7 @@ from memory_chain.tiers.sql.search import (
     Kind,
     ScopeStats,
     TermStats,
+    keyword_scores,
     keyword_search,
     query_words,
     sqlite_has_fts,
@@ -504,6 +505,32 @@ class SQLStore:
                 user_id=user_id,
                 conversation_id=conversation_id,
                 kinds=kinds,
+                limit=limit,
+                use_fts=self._fts,
+                term_stats=self._term_stats,
+            )
+
+    def keyword_scores(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        conversation_id: str | None = None,
+        limit: int = 1000,
+    ) -> dict[tuple[str, int], float]:
+        """The keyword scores of the best ``limit`` turns, by (conversation, turn number).
+
+        The scores :meth:`search` gives, without reading the turns (see
+        :func:`.search.keyword_scores`).
+        """
+        with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
+            if self._fts is None:
+                self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
+            return keyword_scores(
+                conn,
+                query,
+                user_id=user_id,
+                conversation_id=conversation_id,
                 limit=limit,
                 use_fts=self._fts,
                 term_stats=self._term_stats,

@@ -1,8 +1,9 @@
 """Contract tests of the tier-3 VectorIndex backends.
 
-Every contract test runs on EdgeIndex (qdrant-edge in a temp folder) and on QdrantIndex over
-``QdrantClient(":memory:")``; the last tests cover what only one backend has: the folder lock,
-persistence and kill -9 durability of EdgeIndex, and an unreachable server for QdrantIndex.
+Every contract test runs on EdgeIndex (qdrant-edge in a temp folder), on QdrantIndex over
+``QdrantClient(":memory:")`` and on PgVectorIndex over the test run's PostgreSQL with pgvector;
+the last tests cover what only one backend has: the folder lock, persistence and kill -9
+durability of EdgeIndex, an unreachable server for QdrantIndex and PgVectorIndex.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
+from sqlalchemy import Engine
 
 from memory_chain.errors import InvalidInputError, VectorStoreError, VectorStoreUnavailableError
 from memory_chain.tiers.vectors.edge import EdgeIndex
@@ -36,6 +38,7 @@ from memory_chain.tiers.vectors.index import (
     VectorPoint,
     point_id,
 )
+from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 
 DIM = 16
@@ -51,10 +54,14 @@ class Backend:
     make: Callable[[int], VectorIndex]
 
 
-@pytest.fixture(params=["edge", "qdrant-memory"])
+@pytest.fixture(params=["edge", "qdrant-memory", "pgvector"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "edge":
         yield Backend("edge", lambda dim: EdgeIndex(tmp_path / "vectors", dimension=dim))
+        return
+    if request.param == "pgvector":
+        engine: Engine = request.getfixturevalue("postgres_engine")
+        yield Backend("pgvector", lambda dim: PgVectorIndex(engine, dimension=dim))
         return
     client = QdrantClient(":memory:")
     yield Backend("qdrant-memory", lambda dim: QdrantIndex(client, dimension=dim))

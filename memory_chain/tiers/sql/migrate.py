@@ -21,6 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from memory_chain.errors import SchemaNotReadyError
+from memory_chain.tiers.sql.vector_tables import ensure_vector_tables
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+        if revision == "head":
+            # pgvector may have been installed since the database was migrated.
+            ensure_vector_tables(connection)
     logger.info("tier-2 schema at revision %s (%s)", revision, engine.url.render_as_string())
 
 

@@ -31,14 +31,15 @@ anything else the database refuses raises :class:`~memory_chain.errors.VectorSto
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -86,8 +87,17 @@ _COLUMNS = (
 
 
 def vector_literal(values: Sequence[float]) -> str:
-    """The text form of a vector in pgvector: ``[x1,x2,...]``."""
-    return "[" + ",".join(repr(float(x)) for x in values) + "]"
+    """The text form of a vector in pgvector: ``[x1,x2,...]``.
+
+    Nine significant digits: pgvector stores single-precision floats, which they round-trip
+    exactly, and ``%`` formatting is three times faster than ``repr`` per component.
+    """
+    return _format(len(values)) % tuple(values)
+
+
+@functools.lru_cache(maxsize=8)
+def _format(dimension: int) -> str:
+    return "[" + ",".join(["%.9g"] * dimension) + "]"
 
 
 def parse_vector(value: object) -> list[float]:
@@ -98,8 +108,10 @@ def parse_vector(value: object) -> list[float]:
 
 
 def _unit(values: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in values))
-    return [x / norm for x in values] if norm > 0 else values
+    """``values`` scaled to length 1 (a zero vector stays as it is)."""
+    array = np.asarray(values, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return (array / norm).tolist() if norm > 0 else values
 
 
 class PgVectorIndex:

@@ -330,7 +330,9 @@ def open_pgvector(
     index = PgVectorIndex(database, collection=COLLECTION, dimension=DIMENSION)
     index.open()
     configured = Engine("pgvector", "PgVectorIndex (as configured: exact here)", index, index.close)
-    extra = calibration_points(data.vectors, calibration_sizes(settings.points))
+    extra = calibration_points(
+        np.random.default_rng(settings.seed + 30), DIMENSION, calibration_sizes(settings.points)
+    )
     configured.populate = populate_pgvector(index, data.points, len(data.ids), extra, started)
     forced = PgVectorIndex(database, collection=COLLECTION, dimension=DIMENSION, exact_limit=0)
     forced.open()

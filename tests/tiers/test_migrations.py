@@ -316,3 +316,32 @@ def test_a_role_that_may_not_create_the_extension_gets_the_tables_once_it_exists
     finally:
         engine.dispose()
         admin.dispose()
+
+
+@pytest.mark.postgres
+def test_replicas_starting_together_migrate_one_at_a_time(postgres_url: str) -> None:
+    import threading
+
+    from tests.conftest import _fresh_postgres_database
+
+    url = _fresh_postgres_database(postgres_url)
+    engines = [create_sql_engine(url) for _ in range(4)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(engines))
+
+    def start(engine: Engine) -> None:
+        try:
+            barrier.wait()
+            upgrade(engine)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert current_revision(engines[0]) == head_revision()
+    for engine in engines:
+        engine.dispose()

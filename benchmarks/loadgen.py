@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make `tests` importable
     sys.path.insert(0, str(ROOT))
 
-from tests.postgres import free_port  # noqa: E402
+from tests.postgres import database_url, free_port  # noqa: E402
 
 STUB_REPLY = "Noted, thanks."
 USER_HEADER = "X-User-Id"
@@ -168,15 +168,16 @@ def fresh_postgres_database(server_url: str, prefix: str = "memory_chain_bench")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
-    return server_url.rsplit("/", 1)[0] + f"/{name}"
+    return database_url(server_url, name)
 
 
 def drop_postgres_database(url: str) -> None:
     """Drop a database made by :func:`fresh_postgres_database` (no server may use it)."""
     from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
 
-    server_url, name = url.rsplit("/", 1)
-    admin = create_engine(f"{server_url}/postgres", isolation_level="AUTOCOMMIT")
+    name = make_url(url).database
+    admin = create_engine(database_url(url, "postgres"), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()

@@ -91,6 +91,13 @@ class MemorySettings(BaseSettings):
 
     # Tier 3: vectors.
     memory_tier3_enabled: bool = Field(default=True, description="Enable semantic memory.")
+    vector_backend: Literal["embedded", "qdrant", "pgvector"] | None = Field(
+        default=None,
+        description="Where tier 3 keeps its vectors: embedded (qdrant-edge under "
+        "<data_dir>/vectors, one process), qdrant (the server at qdrant_url), or pgvector "
+        "(the PostgreSQL of database_url, shared by every replica). Unset: qdrant when "
+        "qdrant_url or qdrant_host is set, else embedded.",
+    )
     qdrant_url: str | None = Field(
         default=None,
         description="Qdrant server or cluster URL; when unset tier 3 uses the embedded index "
@@ -217,6 +224,7 @@ class MemorySettings(BaseSettings):
     def _check(self) -> MemorySettings:
         if self.database_url is not None and not self.database_url.strip():
             raise ValueError("database_url is empty: unset it to use SQLite under data_dir")
+        self._check_vector_backend()
         if (
             self.embedding_runtime == "onnx"
             and self.embedding_model not in BUNDLED_EMBEDDING_MODELS
@@ -229,6 +237,23 @@ class MemorySettings(BaseSettings):
             )
         self._check_keys()
         return self
+
+    def _check_vector_backend(self) -> None:
+        server = self.qdrant_url or self.qdrant_host
+        if self.vector_backend == "qdrant" and not server:
+            raise ValueError("vector_backend is qdrant but qdrant_url is unset: set it")
+        if self.vector_backend in ("embedded", "pgvector") and server:
+            raise ValueError(
+                f"vector_backend is {self.vector_backend} but qdrant_url (or qdrant_host) is "
+                "set: unset it, or set vector_backend=qdrant"
+            )
+        if self.vector_backend == "pgvector" and not (
+            self.database_url and self.database_url.strip().startswith(("postgresql", "postgres:"))
+        ):
+            raise ValueError(
+                "vector_backend is pgvector but database_url is not a PostgreSQL URL: set "
+                "database_url=postgresql+psycopg://user:pw@host/db (the vectors live there)"
+            )
 
     def _check_keys(self) -> None:
         from memory_chain.schemas import validate_id
@@ -287,6 +312,13 @@ class MemorySettings(BaseSettings):
     def vector_path(self) -> Path:
         """Folder of the embedded vector index."""
         return self.data_dir / "vectors"
+
+    @property
+    def vector_store(self) -> Literal["embedded", "qdrant", "pgvector"]:
+        """The tier-3 backend in use: ``vector_backend``, or what the Qdrant settings imply."""
+        if self.vector_backend is not None:
+            return self.vector_backend
+        return "qdrant" if self.qdrant_server_url else "embedded"
 
     @property
     def qdrant_server_url(self) -> str | None:

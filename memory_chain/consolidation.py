@@ -9,9 +9,11 @@ itself as a user fact, with its turn), and ``idle_seconds`` of silence (a backgr
 A consolidation summarizes the turns after the last summarized one with the summarization
 chain (retried with backoff), stores the range summary and the new running summary in one
 transaction, drains the tier-3 queue, and only then prunes tier 1 to its last ``keep_last``
-turns. It is idempotent: ranges are unique in SQL, and a per-conversation lock keeps one
-process from summarizing a range twice. Nothing runs in the caller's request: triggers
-submit work to a single background thread.
+turns. It is idempotent: ranges are unique in SQL, and no range is summarized (no LLM called)
+twice: a per-conversation lock orders this process's threads, and a database lock across
+processes (an advisory lock on PostgreSQL) lets one replica at a time consolidate a
+conversation, the others skipping it meanwhile. Nothing runs in the caller's request:
+triggers submit work to a single background thread.
 """
 
 from __future__ import annotations
@@ -236,45 +238,58 @@ class ConsolidationService:
         return stored
 
     def _consolidate(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
-        with self._locks[hash(conversation_id) % len(self._locks)]:
-            stored: Summary | None = None
-            first = self.store.get_conversation(conversation_id, user_id=user_id)
-            # Summarize up to where the conversation stood when the run began: a conversation
-            # still chatting would otherwise be chased turn after turn.
-            target = first.turn_count if first else 0
-            while True:
-                epoch = self.buffer.summary_epoch
-                info = self.store.get_conversation(conversation_id, user_id=user_id)
-                if info is None:
-                    return stored
-                through = summarized_through(self.store, conversation_id)
-                if through >= target:
-                    # Nothing to do here; refresh tier 1's copy (another process may have
-                    # summarized it).
-                    state = CachedSummary(info.summary, through)
-                    self.buffer.set_summary(conversation_id, state, epoch=epoch)
-                    break
-                turns = self.store.get_turns(
-                    conversation_id,
-                    user_id=user_id,
-                    after=through,
-                    limit=min(self.settings.max_turns_per_summary, target - through),
-                )
-                if not turns:
-                    break
-                if (
-                    stored is not None
-                    and reason in THRESHOLD_REASONS
-                    and (info.turn_count - through < self.settings.message_threshold)
-                ):
-                    break  # a threshold trigger leaves a short tail for the next one
-                summary = self._summarize_range(conversation_id, info.summary, turns, reason)
-                if summary is None:  # another process got this range first
-                    break
-                stored = summary
-            if stored is not None:
-                self._after_summary(conversation_id, user_id)
-            return stored
+        # Threads of this process queue on the stripe; other replicas are kept out by the
+        # database lock, and skip the conversation while one of them consolidates it: the
+        # holder reads how far the summaries reach only once it has the lock, so no range is
+        # summarized (and no LLM called) twice.
+        with (
+            self._locks[hash(conversation_id) % len(self._locks)],
+            self.store.try_lock(f"consolidation:{conversation_id}") as held,
+        ):
+            if not held:
+                logger.info("%s is being consolidated by another replica: skipped", conversation_id)
+                return None
+            return self._consolidate_held(conversation_id, user_id, reason)
+
+    def _consolidate_held(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
+        stored: Summary | None = None
+        first = self.store.get_conversation(conversation_id, user_id=user_id)
+        # Summarize up to where the conversation stood when the run began: a conversation
+        # still chatting would otherwise be chased turn after turn.
+        target = first.turn_count if first else 0
+        while True:
+            epoch = self.buffer.summary_epoch
+            info = self.store.get_conversation(conversation_id, user_id=user_id)
+            if info is None:
+                return stored
+            through = summarized_through(self.store, conversation_id)
+            if through >= target:
+                # Nothing to do here; refresh tier 1's copy (another process may have
+                # summarized it).
+                state = CachedSummary(info.summary, through)
+                self.buffer.set_summary(conversation_id, state, epoch=epoch)
+                break
+            turns = self.store.get_turns(
+                conversation_id,
+                user_id=user_id,
+                after=through,
+                limit=min(self.settings.max_turns_per_summary, target - through),
+            )
+            if not turns:
+                break
+            if (
+                stored is not None
+                and reason in THRESHOLD_REASONS
+                and (info.turn_count - through < self.settings.message_threshold)
+            ):
+                break  # a threshold trigger leaves a short tail for the next one
+            summary = self._summarize_range(conversation_id, info.summary, turns, reason)
+            if summary is None:  # another process got this range first
+                break
+            stored = summary
+        if stored is not None:
+            self._after_summary(conversation_id, user_id)
+        return stored
 
     async def aconsolidate(
         self, conversation_id: str, user_id: str, *, reason: str = "manual"

@@ -33,7 +33,7 @@ from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
 from memory_chain.schemas import MemoryContext, NewTurn, Turn, validate_id
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.sql.progress import summarized_through
+from memory_chain.tiers.sql.progress import conversation_state, summarized_through
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
@@ -135,8 +135,40 @@ class MemoryManager:
 
     # -- reads ------------------------------------------------------------------------------
 
+    def working_memory(
+        self, conversation_id: str, user_id: str
+    ) -> tuple[list[Turn], CachedSummary]:
+        """Tier 1's recent turns and the running summary, checked against SQL first.
+
+        Tier 1 is this process's cache; other replicas (or processes) write the same
+        conversations. A cached conversation is served only if SQL still has the same number
+        of turns and the same last summarized turn (one indexed lookup); otherwise it is
+        dropped and rebuilt from SQL. So a context never misses a turn that any replica
+        acknowledged before this call began, nor uses a summary older than SQL's.
+        """
+        self._revalidate(conversation_id)
+        return self._recent(conversation_id, user_id), self._summary(conversation_id, user_id)
+
+    def _revalidate(self, conversation_id: str) -> None:
+        """Drop tier 1's copy of a conversation that SQL has moved past."""
+        cached = self.buffer.metadata(conversation_id)
+        if cached is None:
+            return  # a miss is loaded from SQL anyway
+        summary = self.buffer.summary(conversation_id)
+        state = conversation_state(self.store, conversation_id)
+        if (
+            state is None
+            or state.turn_count != cached.turn_count
+            or (summary is not None and summary.through != state.summarized_through)
+        ):
+            self.buffer.invalidate(conversation_id)
+
     def recent_turns(self, conversation_id: str, user_id: str) -> list[Turn]:
-        """Tier 1: the conversation's last turns (loaded from SQL on a miss)."""
+        """Tier 1: the conversation's last turns (checked against SQL, loaded on a miss)."""
+        self._revalidate(conversation_id)
+        return self._recent(conversation_id, user_id)
+
+    def _recent(self, conversation_id: str, user_id: str) -> list[Turn]:
         cached = self.buffer.get(conversation_id, user_id)
         if cached is None:
             # Rebuild what tier 1 held: the unsummarized turns, and at least the last
@@ -158,7 +190,11 @@ class MemoryManager:
         return cached
 
     def summary(self, conversation_id: str, user_id: str) -> CachedSummary:
-        """Tier 2's running summary and how far it reaches (cached in tier 1 when possible)."""
+        """Tier 2's running summary and how far it reaches (cached in tier 1, checked)."""
+        self._revalidate(conversation_id)
+        return self._summary(conversation_id, user_id)
+
+    def _summary(self, conversation_id: str, user_id: str) -> CachedSummary:
         cached = self.buffer.summary(conversation_id, user_id)
         if cached is not None:
             return cached
@@ -219,8 +255,8 @@ class MemoryManager:
         validate_id(conversation_id)
         validate_id(user_id, "user id")
         settings = self.retrieval
-        recent = self.recent_turns(conversation_id, user_id)
-        summary = self.summary(conversation_id, user_id).text
+        recent, state = self.working_memory(conversation_id, user_id)
+        summary = state.text
         found = self.find(
             query,
             user_id=user_id,
@@ -284,8 +320,8 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """Summary of the conversation so far, then its recent turns."""
-        recent = self.manager.recent_turns(self.conversation_id, self.user_id)
-        summary = self.manager.summary(self.conversation_id, self.user_id).text
+        recent, state = self.manager.working_memory(self.conversation_id, self.user_id)
+        summary = state.text
         messages: list[BaseMessage] = []
         if summary:
             messages.append(SystemMessage(f"Summary of the conversation so far: {summary}"))

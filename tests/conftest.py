@@ -12,7 +12,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from tests.postgres import find_bindir, postgres_server
+from tests.postgres import database_url, pgserver_missing, postgres_server
 from tests.servers import RunningServer, server_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -21,12 +21,10 @@ _database_numbers = itertools.count()
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """URL of a PostgreSQL server for this test run (started here, stopped at the end)."""
-    if find_bindir() is None:
-        reason = (
-            "PostgreSQL server binaries (initdb) are not installed: run `make test` or "
-            "`bash scripts/setup.sh --test`, which install Debian's postgresql"
-        )
+    """URL of a PostgreSQL server (with pgvector) for this test run (started here, stopped at
+    the end)."""
+    reason = pgserver_missing()
+    if reason is not None:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
@@ -40,7 +38,7 @@ def _fresh_postgres_database(server_url: str) -> str:
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
-    return server_url.rsplit("/", 1)[0] + f"/{name}"
+    return database_url(server_url, name)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -56,6 +54,15 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def engine(sql_url: str) -> Iterator[Engine]:
     """A migrated tier-2 engine."""
     engine = create_sql_engine(sql_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_engine(postgres_url: str) -> Iterator[Engine]:
+    """A migrated engine on a fresh PostgreSQL database (with the pgvector tables)."""
+    engine = create_sql_engine(_fresh_postgres_database(postgres_url))
     upgrade(engine)
     yield engine
     engine.dispose()

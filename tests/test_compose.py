@@ -1,5 +1,8 @@
 """docker-compose.yml: valid for Debian's docker-compose, wired together, in step with the code.
 
+(docker-compose.scale.yml, the scaled deployment, shares these helpers and ``.env.example``:
+tests/test_compose_scale.py.)
+
 ``docker-compose config`` validates and resolves the file without a Docker engine (the
 ``docker-compose`` Debian package, installed by ``make test``). The structure checks run on
 the resolved file, with the defaults and with ``.env.example``, which must resolve the same.
@@ -23,6 +26,8 @@ from tests.webui.open_webui import pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
+COMPOSE_SCALE = ROOT / "docker-compose.scale.yml"
+COMPOSE_FILES = (COMPOSE, COMPOSE_SCALE)
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "Dockerfile"
 # ${NAME} or ${NAME:-default}; compose's own $$ escapes are not variables.
@@ -56,10 +61,15 @@ def _env_example() -> dict[str, str]:
 
 
 def _compose_variables() -> dict[str, str | None]:
-    return {match["name"]: match["default"] for match in VARIABLE.finditer(COMPOSE.read_text())}
+    """Every variable of the compose files, with its default."""
+    return {
+        match["name"]: match["default"]
+        for path in COMPOSE_FILES
+        for match in VARIABLE.finditer(path.read_text())
+    }
 
 
-def _config(env_file: Path) -> tuple[int, str, str]:
+def _config(env_file: Path, compose: Path = COMPOSE) -> tuple[int, str, str]:
     """``docker-compose config`` in an environment without the file's variables."""
     env = {
         name: value
@@ -67,7 +77,7 @@ def _config(env_file: Path) -> tuple[int, str, str]:
         if name not in _compose_variables() and not name.startswith((ENV_PREFIX, "COMPOSE_"))
     }
     done = subprocess.run(
-        [_docker_compose(), "--env-file", str(env_file), "-f", str(COMPOSE), "config"],
+        [_docker_compose(), "--env-file", str(env_file), "-f", str(compose), "config"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -99,11 +109,12 @@ def test_every_variable_has_one_default_listed_in_env_example() -> None:
     variables = _compose_variables()
     example = _env_example()
     defaults: dict[str, set[str | None]] = {}
-    for match in VARIABLE.finditer(COMPOSE.read_text()):
-        defaults.setdefault(match["name"], set()).add(match["default"])
+    for path in COMPOSE_FILES:
+        for match in VARIABLE.finditer(path.read_text()):
+            defaults.setdefault(match["name"], set()).add(match["default"])
     for name, seen in defaults.items():
-        assert len(seen) == 1, f"${{{name}}} has several defaults in docker-compose.yml: {seen}"
-        assert None not in seen, f"${{{name}}} has no default in docker-compose.yml"
+        assert len(seen) == 1, f"${{{name}}} has several defaults in the compose files: {seen}"
+        assert None not in seen, f"${{{name}}} has no default in the compose files"
     assert set(example) == set(variables)
     for name, default in variables.items():
         assert example[name] == default, name
@@ -204,7 +215,7 @@ def test_open_webui_talks_to_the_api(resolved: dict[str, Any]) -> None:
 
 def test_every_memory_chain_name_is_a_setting() -> None:
     valid = {ENV_PREFIX + name.upper() for name in MemorySettings.model_fields}
-    for path in (COMPOSE, DOCKERFILE, ENV_EXAMPLE):
+    for path in (*COMPOSE_FILES, DOCKERFILE, ENV_EXAMPLE):
         used = set(SETTING_NAME.findall(path.read_text()))
         assert used, path.name
         assert used <= valid, f"{path.name}: not MemorySettings fields: {used - valid}"

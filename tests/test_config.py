@@ -79,3 +79,38 @@ def test_key_settings_are_checked(keys: dict[str, dict[str, str]], says: str) ->
         MemorySettings(**keys)  # type: ignore[arg-type]
     assert not MemorySettings().keys_required
     assert MemorySettings(proxy_api_keys={"p": "webui"}).keys_required
+
+
+def test_vector_backend_follows_the_qdrant_settings_unless_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert MemorySettings().vector_store == "embedded"
+    monkeypatch.setenv("MEMORY_CHAIN_QDRANT_URL", "http://qdrant:6333")
+    assert MemorySettings().vector_store == "qdrant"  # as before the setting existed
+    monkeypatch.delenv("MEMORY_CHAIN_QDRANT_URL")
+    monkeypatch.setenv("MEMORY_CHAIN_DATABASE_URL", "postgresql+psycopg://u@db/memory")
+    monkeypatch.setenv("MEMORY_CHAIN_VECTOR_BACKEND", "pgvector")
+    assert MemorySettings().vector_store == "pgvector"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"vector_backend": "pgvector"}, "not a PostgreSQL URL"),
+        ({"vector_backend": "pgvector", "database_url": "sqlite:///x.db"}, "not a PostgreSQL"),
+        ({"vector_backend": "qdrant"}, "qdrant_url is unset"),
+        ({"vector_backend": "embedded", "qdrant_url": "http://q:6333"}, "unset it"),
+        (
+            {
+                "vector_backend": "pgvector",
+                "database_url": "postgresql://u@db/m",
+                "qdrant_host": "q",
+            },
+            "set vector_backend=qdrant",
+        ),
+        ({"vector_backend": "chroma"}, "embedded"),
+    ],
+)
+def test_vector_backend_contradictions_are_refused(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        MemorySettings(**settings)  # type: ignore[arg-type]

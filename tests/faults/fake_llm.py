@@ -73,6 +73,7 @@ class FakeOllama:
         summary_starts: When each summarization request arrived (``time.monotonic()``).
         summaries_in_flight: Summarization requests being answered now.
         chats: Chat requests received.
+        chat_messages: The messages of every chat request, in order of arrival.
         recall: Quote the prompt's remembered lines in chat replies.
         word_delay: Seconds between streamed words of a chat reply (0: one chunk).
         tasks: Background tasks answered, by kind (``"title"``, ``"tags"``, ...).
@@ -87,6 +88,7 @@ class FakeOllama:
         self.summary_starts: list[float] = []
         self.summaries_in_flight = 0
         self.chats = 0
+        self.chat_messages: list[list[dict[str, Any]]] = []
         self.recall = False
         self.word_delay = 0.0
         self.tasks: list[str] = []
@@ -177,6 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.summaries_in_flight += 1
             else:
                 fake.chats += 1
+                fake.chat_messages.append(messages)
         try:
             delay = fake.summary_delay if summary else fake.chat_delay
             if delay and fake.stopping.wait(delay):

@@ -50,9 +50,15 @@ def test_tables_columns_and_indexes_are_the_seeds(engine: Engine) -> None:
     assert fks[0]["referred_columns"] == ["conversation_id"]
 
 
+def _not_vector_table(name: str | None, kind: str, _parent: object) -> bool:
+    # Tier 3's pgvector tables are tier 3's (memory_chain.tiers.sql.vector_tables).
+    return not (kind == "table" and name in {"vector_points", "vector_collections"})
+
+
 def test_models_match_the_migrations(engine: Engine) -> None:
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        context = MigrationContext.configure(conn, opts={"include_name": _not_vector_table})
+        diff = compare_metadata(context, Base.metadata)
     # Full-text tables/indexes live outside the models on purpose.
     relevant = [d for d in diff if "_fts" not in str(d)]
     assert relevant == []
@@ -249,4 +255,93 @@ def test_total_tokens_count_the_turns_own_text_and_0005_recounts(sql_url: str) -
         with engine.connect() as conn:
             assert conn.execute(text("SELECT total_tokens FROM conversations")).scalar() == 12
     finally:
+        engine.dispose()
+
+
+def _vector_tables(engine: Engine) -> set[str]:
+    return {"vector_points", "vector_collections"} & set(inspect(engine).get_table_names())
+
+
+@pytest.mark.postgres
+def test_0010_creates_the_pgvector_tables_and_downgrades(postgres_engine: Engine) -> None:
+    from sqlalchemy import text
+
+    assert _vector_tables(postgres_engine) == {"vector_points", "vector_collections"}
+    indexes = {i["name"] for i in inspect(postgres_engine).get_indexes("vector_points")}
+    assert {"ix_vector_points_user", "ix_vector_points_conversation"} <= indexes
+    with postgres_engine.connect() as conn:
+        hnsw = conn.execute(
+            text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_vector_points_hnsw_384'")
+        ).scalar_one()
+    assert "hnsw" in hnsw
+    assert "vector(384)" in hnsw
+    downgrade(postgres_engine, "0005")
+    assert _vector_tables(postgres_engine) == set()
+    upgrade(postgres_engine)
+    assert _vector_tables(postgres_engine) == {"vector_points", "vector_collections"}
+
+
+@pytest.mark.postgres
+def test_a_role_that_may_not_create_the_extension_gets_the_tables_once_it_exists(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pgvector needs a superuser to install: the migration skips it and says how to fix it,
+    and the next `memory-chain migrate` after an administrator installed it creates them."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from tests.postgres import database_url
+
+    name = f"plain_{id(caplog)}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE ROLE "{name}" LOGIN'))
+        conn.execute(text(f'CREATE DATABASE "{name}" OWNER "{name}"'))
+    owner_url = make_url(database_url(postgres_url, name)).set(username=name)
+    engine = create_sql_engine(owner_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT current_user")).scalar() == name
+        upgrade(engine)
+        assert current_revision(engine) == head_revision()
+        assert _vector_tables(engine) == set()
+        assert "CREATE EXTENSION vector" in caplog.text
+
+        superuser = create_engine(database_url(postgres_url, name), isolation_level="AUTOCOMMIT")
+        with superuser.connect() as conn:
+            conn.execute(text("CREATE EXTENSION vector"))
+        superuser.dispose()
+        upgrade(engine)
+        assert _vector_tables(engine) == {"vector_points", "vector_collections"}
+    finally:
+        engine.dispose()
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_replicas_starting_together_migrate_one_at_a_time(postgres_url: str) -> None:
+    import threading
+
+    from tests.conftest import _fresh_postgres_database
+
+    url = _fresh_postgres_database(postgres_url)
+    engines = [create_sql_engine(url) for _ in range(4)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(engines))
+
+    def start(engine: Engine) -> None:
+        try:
+            barrier.wait()
+            upgrade(engine)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(engine,)) for engine in engines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert current_revision(engines[0]) == head_revision()
+    for engine in engines:
         engine.dispose()

@@ -1,4 +1,7 @@
-"""Tier 3 end to end: outbox → real MiniLM embeddings → index → retriever, on both backends."""
+"""Tier 3 end to end: outbox → real MiniLM embeddings → index → retriever, on every backend
+
+(embedded qdrant-edge, qdrant-client in memory, PostgreSQL with pgvector).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from qdrant_client import QdrantClient
+from sqlalchemy import Engine
 
 from memory_chain.errors import InvalidInputError, VectorStoreUnavailableError
 from memory_chain.schemas import NewTurn
@@ -30,10 +34,11 @@ from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter, VectorIndex, point_id
 from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.retriever import TurnRetriever
 from memory_chain.tiers.vectors.worker import BackfillWorker
-from tests.postgres import free_port
+from tests.postgres import database_url, free_port, running_postgres
 
 DAY = datetime(2025, 5, 1, 9, tzinfo=UTC)
 TRIP = [
@@ -54,15 +59,19 @@ OTHER = [
 ]
 
 
-def make_index(kind: str, folder: Path) -> VectorIndex:
+def make_index(kind: str, folder: Path, engine: Engine | None = None) -> VectorIndex:
     if kind == "embedded":
         return EdgeIndex(folder / "vectors", dimension=384)
+    if kind == "pgvector":
+        assert engine is not None
+        return PgVectorIndex(engine, dimension=384)
     return QdrantIndex(QdrantClient(":memory:"), dimension=384)
 
 
-@pytest.fixture(params=["embedded", "qdrant-memory"])
+@pytest.fixture(params=["embedded", "qdrant-memory", "pgvector"])
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
-    index = make_index(request.param, tmp_path)
+    engine = request.getfixturevalue("postgres_engine") if request.param == "pgvector" else None
+    index = make_index(request.param, tmp_path, engine)
     index.open()
     yield index
     index.close()
@@ -221,6 +230,46 @@ def test_unreachable_qdrant_keeps_turns_queued_until_backfill(
     assert recovered.count() == 12
 
 
+def test_pgvector_down_keeps_turns_queued_until_it_is_back(
+    queued_store: SQLStore, embeddings: SentenceEmbeddings
+) -> None:
+    """A PostgreSQL that stops: searches and the backfill fail as unavailable, nothing is
+    lost, and the queue drains once the server is back."""
+    with running_postgres() as server:
+        engine = create_sql_engine(database_url(server.url, "postgres"))
+        upgrade(engine)
+        index = PgVectorIndex(engine, dimension=384)
+        index.open()
+        outbox = EmbeddingOutbox(queued_store)
+        indexer = TurnIndexer(outbox, index, embeddings)
+        store_conversation(queued_store, "trip", "ana", TRIP)
+        assert indexer.drain() == len(TRIP)
+
+        server.stop()
+        store_conversation(queued_store, "more", "ana", OTHER)  # chat goes on meanwhile
+        query = embeddings.embed_query("flight")
+        with pytest.raises(VectorStoreUnavailableError, match="unreachable"):
+            index.search(query, VectorFilter(user_id="ana"), 3)
+        with pytest.raises(VectorStoreUnavailableError):
+            indexer.drain()
+        assert indexer.try_drain() == 0
+        assert outbox.count() == len(OTHER)
+
+        server.start()
+        assert indexer.drain() == len(OTHER)
+        assert outbox.count() == 0
+        assert index.count(VectorFilter(user_id="ana")) == len(TRIP) + len(OTHER)
+        engine.dispose()
+
+
+def test_pgvector_on_an_unreachable_server_is_unavailable() -> None:
+    engine = create_sql_engine(f"postgresql://nobody@127.0.0.1:{free_port()}/memory")
+    index = PgVectorIndex(engine, dimension=384)
+    with pytest.raises(VectorStoreUnavailableError, match="unreachable"):
+        index.open()
+    engine.dispose()
+
+
 SAVES = [
     ("user", "Please remember this: my locker code is 8841."),
     ("assistant", "Noted, locker code 8841."),
@@ -307,7 +356,9 @@ def test_backfill_worker_embeds_in_the_background(
     query=st.text(min_size=1, max_size=30).filter(str.strip),
     searcher=st.sampled_from(["u1", "u2", "u3"]),
 )
-def test_user_isolation_property(owners: list[str], query: str, searcher: str) -> None:
+def test_user_isolation_property(
+    owners: list[str], query: str, searcher: str, postgres_engine: Engine
+) -> None:
     """Whatever is stored, a user's search returns only that user's turns."""
     fake = DeterministicFakeEmbedding(size=384)
     with tempfile.TemporaryDirectory() as folder:
@@ -316,8 +367,10 @@ def test_user_isolation_property(owners: list[str], query: str, searcher: str) -
         store = SQLStore(engine, queue_embeddings=True)
         for i, owner in enumerate(owners):
             store.append_turns(f"c{i}", [NewTurn("user", f"turn {i} of {owner}")], user_id=owner)
-        for kind in ("embedded", "qdrant-memory"):
-            index = make_index(kind, Path(folder) / kind)
+        for kind in ("embedded", "qdrant-memory", "pgvector"):
+            index = make_index(kind, Path(folder) / kind, postgres_engine)
+            if kind == "pgvector":  # one database for every example: start empty
+                index.drop()
             index.open()
             TurnIndexer(EmbeddingOutbox(store), index, fake).drain()
             store_outbox = EmbeddingOutbox(store)

@@ -1,8 +1,9 @@
 """Contract tests of the tier-3 VectorIndex backends.
 
-Every contract test runs on EdgeIndex (qdrant-edge in a temp folder) and on QdrantIndex over
-``QdrantClient(":memory:")``; the last tests cover what only one backend has: the folder lock,
-persistence and kill -9 durability of EdgeIndex, and an unreachable server for QdrantIndex.
+Every contract test runs on EdgeIndex (qdrant-edge in a temp folder), on QdrantIndex over
+``QdrantClient(":memory:")`` and on PgVectorIndex over the test run's PostgreSQL with pgvector;
+the last tests cover what only one backend has: the folder lock, persistence and kill -9
+durability of EdgeIndex, an unreachable server for QdrantIndex and PgVectorIndex.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
+from sqlalchemy import Engine, text
 
 from memory_chain.errors import InvalidInputError, VectorStoreError, VectorStoreUnavailableError
 from memory_chain.tiers.vectors.edge import EdgeIndex
@@ -36,6 +38,7 @@ from memory_chain.tiers.vectors.index import (
     VectorPoint,
     point_id,
 )
+from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 
 DIM = 16
@@ -51,10 +54,14 @@ class Backend:
     make: Callable[[int], VectorIndex]
 
 
-@pytest.fixture(params=["edge", "qdrant-memory"])
+@pytest.fixture(params=["edge", "qdrant-memory", "pgvector"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "edge":
         yield Backend("edge", lambda dim: EdgeIndex(tmp_path / "vectors", dimension=dim))
+        return
+    if request.param == "pgvector":
+        engine: Engine = request.getfixturevalue("postgres_engine")
+        yield Backend("pgvector", lambda dim: PgVectorIndex(engine, dimension=dim))
         return
     client = QdrantClient(":memory:")
     yield Backend("qdrant-memory", lambda dim: QdrantIndex(client, dimension=dim))
@@ -595,3 +602,101 @@ def test_qdrant_unreachable_server_is_unavailable_quickly() -> None:
     assert url in str(caught.value)
     index.close()
     index.close()
+
+
+# --- PgVectorIndex only: exact or HNSW, dimensions, schema --------------------------------------
+
+
+@pytest.mark.postgres
+def test_pgvector_searches_large_scopes_through_hnsw_with_the_same_results(
+    postgres_engine: Engine,
+) -> None:
+    points = standard_points()
+    exact = PgVectorIndex(postgres_engine, dimension=DIM)
+    hnsw = PgVectorIndex(postgres_engine, dimension=DIM, exact_limit=3)
+    exact.open()
+    hnsw.open()
+    exact.upsert(points)
+    u1 = VectorFilter("u1")
+    assert exact.search_mode(u1) == "exact"
+    assert hnsw.search_mode(u1) == "hnsw"  # 12 points > 3
+    assert hnsw.search_mode(VectorFilter("u1", conversation_id="c9")) == "exact"  # empty scope
+    for where in (u1, VectorFilter("u1", roles=("user",)), VectorFilter("u2")):
+        for point in points[::5]:
+            found = hnsw.search(point.vector, where, k=4)
+            expected = exact.search(point.vector, where, k=4)
+            # A graph this small is searched whole: the same hits, the filter held.
+            assert [h.id for h in found] == [h.id for h in expected]
+            assert all(selects(where, h.payload) for h in found)
+            assert [h.score for h in found] == pytest.approx([h.score for h in expected])
+    with postgres_engine.connect() as conn:
+        plan = "\n".join(
+            row[0]
+            for row in conn.execute(
+                text(
+                    "EXPLAIN SELECT id FROM vector_points WHERE collection = 'c' AND "
+                    f"vector_dims(embedding) = {DIM} ORDER BY embedding::vector({DIM}) <#> "
+                    f"'[{','.join(['0.5'] * DIM)}]'::vector({DIM}) LIMIT 5"
+                )
+            )
+        )
+    assert f"ix_vector_points_hnsw_{DIM}" in plan  # open() made the index of this dimension
+
+
+@pytest.mark.postgres
+def test_pgvector_collections_of_several_dimensions_share_the_table(
+    postgres_engine: Engine,
+) -> None:
+    small = PgVectorIndex(postgres_engine, collection="small", dimension=DIM)
+    large = PgVectorIndex(postgres_engine, collection="large", dimension=2 * DIM)
+    small.open()
+    large.open()
+    rng = np.random.default_rng(4)
+    small.upsert([make_point("u1", "c1", 1, unit_vectors(rng, 1)[0])])
+    large.upsert([make_point("u1", "c1", 1, unit_vectors(rng, 1, 2 * DIM)[0])])
+    assert small.count() == large.count() == 1
+    hits = large.search(unit_vectors(rng, 1, 2 * DIM)[0].tolist(), VectorFilter("u1"), 3)
+    assert len(hits) == 1
+    small.drop()
+    assert large.count() == 1
+
+
+def test_pgvector_needs_postgresql(tmp_path: Path) -> None:
+    from memory_chain.tiers.sql import create_sql_engine
+
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
+    with pytest.raises(InvalidInputError, match="PostgreSQL"):
+        PgVectorIndex(engine, dimension=DIM)
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_pgvector_on_an_unmigrated_database_says_what_to_do(postgres_url: str) -> None:
+    from memory_chain.tiers.sql import create_sql_engine
+    from tests.conftest import _fresh_postgres_database
+
+    engine = create_sql_engine(_fresh_postgres_database(postgres_url))
+    with pytest.raises(VectorStoreError, match="memory-chain migrate"):
+        PgVectorIndex(engine, dimension=DIM).open()
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_pgvector_replicas_opening_at_once_agree(postgres_engine: Engine) -> None:
+    """Replicas starting together register one collection and build one HNSW index."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def open_one() -> None:
+        try:
+            barrier.wait()
+            PgVectorIndex(postgres_engine, collection="shared", dimension=3 * DIM).open()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []

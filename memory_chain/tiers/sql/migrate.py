@@ -18,9 +18,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from memory_chain.errors import SchemaNotReadyError
+from memory_chain.tiers.sql.vector_tables import ensure_vector_tables
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,17 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     config = _config()
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            # Replicas starting together migrate one at a time (the lock ends with this
+            # transaction; PostgreSQL's DDL is transactional, so the next finds it done).
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext('memory_chain_migrate'))")
+            )
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+        if revision == "head":
+            # pgvector may have been installed since the database was migrated.
+            ensure_vector_tables(connection)
     logger.info("tier-2 schema at revision %s (%s)", revision, engine.url.render_as_string())
 
 

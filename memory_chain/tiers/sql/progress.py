@@ -1,11 +1,12 @@
-"""How far consolidation has come: summarized ranges and conversations waiting for one."""
+"""How far a conversation has come: its turns, its summarized ranges, and the backlog."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Subquery, func, select
+from sqlalchemy import Executable, Subquery, bindparam, func, select
 
 from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.models import conversations, summaries
@@ -32,6 +33,41 @@ def _covered() -> Subquery:
         )
         .group_by(summaries.c.conversation_id)
         .subquery()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationState:
+    """What a cached copy of a conversation is checked against: its last turn and summary."""
+
+    turn_count: int
+    summarized_through: int
+
+
+def conversation_state(store: SQLStore, conversation_id: str) -> ConversationState | None:
+    """The conversation's turn count and last summarized turn, in one indexed lookup.
+
+    A process that caches conversations (tier 1) compares these with its copy before it
+    serves it: another replica (or process) may have added turns or stored a summary since.
+    ``None`` when the conversation does not exist (any more).
+    """
+    with storage_errors(), store.engine.connect() as conn:
+        row = conn.execute(_state_statement(), {"cid": conversation_id}).first()
+    if row is None:
+        return None
+    return ConversationState(int(row[0] or 0), int(row[1]))
+
+
+@functools.cache
+def _state_statement() -> Executable:
+    # Built once, with a bind parameter: this runs on every request of a cached conversation.
+    through = (
+        select(func.coalesce(func.max(summaries.c.turn_range_end), 0))
+        .where(summaries.c.conversation_id == conversations.c.conversation_id)
+        .scalar_subquery()
+    )
+    return select(conversations.c.turn_count, through).where(
+        conversations.c.conversation_id == bindparam("cid")
     )
 
 

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.engine import writer
+from memory_chain.tiers.sql.locks import try_lock
 from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
@@ -181,6 +183,14 @@ class SQLStore:
         if row.user_id != user_id:
             raise ConversationNotFoundError(conversation_id)
         return row
+
+    def try_lock(self, name: str) -> contextlib.AbstractContextManager[bool]:
+        """A lock across processes, for work one replica at a time does (see :mod:`.locks`).
+
+        ``with store.try_lock("consolidation:c1") as held:`` holds it for the block when
+        ``held`` is True; False means another process holds it. Always held on SQLite.
+        """
+        return try_lock(self.engine, name)
 
     def run_write(self, work: Any) -> Any:
         """Run ``work(conn)`` in one write transaction (the store's lock on SQLite)."""

@@ -1,7 +1,7 @@
-"""Tier 3: embeddings, the vector index (embedded or Qdrant server), retriever and backfill.
+"""Tier 3: embeddings, the vector index (embedded, pgvector or Qdrant), retriever and backfill.
 
-Backends are imported from their modules (:mod:`.edge`, :mod:`.qdrant`) so that importing
-this package loads no vector engine and no model.
+Backends are imported from their modules (:mod:`.edge`, :mod:`.pgvector`, :mod:`.qdrant`) so
+that importing this package loads no vector engine and no model.
 """
 
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings

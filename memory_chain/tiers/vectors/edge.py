@@ -391,7 +391,8 @@ class EdgeIndex:
                 raise VectorStoreUnavailableError(
                     f"the vector index folder {self.folder} is held by another process "
                     "(qdrant-edge allows one process per folder): stop that process, give this "
-                    "one its own data folder, or set qdrant_url to share a Qdrant server"
+                    "one its own data folder, or share vectors between processes with "
+                    "vector_backend=pgvector (or a Qdrant server)"
                 ) from exc
             raise VectorStoreError(
                 f"qdrant-edge could not {action} the vector index {self.folder}: {exc}"

@@ -1,8 +1,9 @@
 """The small interface every tier-3 vector backend implements, and the types it speaks.
 
-Backends (:mod:`.edge` for the embedded default, :mod:`.qdrant` for a Qdrant server, cluster
-or qdrant-client's local/in-memory modes) keep their own types behind this interface, so the
-rest of memory_chain never imports a vector engine.
+Backends (:mod:`.edge` for the embedded default, :mod:`.pgvector` for PostgreSQL with
+pgvector, :mod:`.qdrant` for a Qdrant server, cluster or qdrant-client's local/in-memory modes)
+keep their own types behind this interface, so the rest of memory_chain never imports a
+vector engine.
 
 Points carry the seed's payload (``conversation_id``, ``user_id``, ``turn_number``, ``role``,
 ``content``, ``timestamp``, ``tokens``, ``summary``, ``tags``). Scores are cosine

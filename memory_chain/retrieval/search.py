@@ -273,20 +273,21 @@ class MemorySearch:
         user_id, conversation_id = scope.user_id, scope.conversation_id
         # Alone (keyword mode, or no tier 3), keyword search fills the whole list itself.
         depth = settings.keyword_k if tier3 is not None else settings.keyword_alone_k
-        hits = self.store.search(
-            query, user_id=user_id, conversation_id=conversation_id, limit=depth
+        turns, scores = self.store.search_turns(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            limit=depth,
+            scored=settings.keyword_scored if tier3 is not None else 0,
         )
-        summaries = [hit for hit in hits if hit.kind == "summary"]
-        side = KeywordSide(
-            [hit for hit in hits if hit.kind == "turn"] + summaries[: settings.summary_k],
-            self.store.keyword_scores(
-                query,
-                user_id=user_id,
-                conversation_id=conversation_id,
-                limit=settings.keyword_scored,
-            ),
-            KnownTurns(),
+        summaries = self.store.search(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            kinds=("summary",),
+            limit=settings.summary_k,
         )
+        side = KeywordSide(turns + summaries, scores, KnownTurns())
         if tier3 is not None:
             # A failure here is reported by semantic search, which needs tier 3 too.
             with contextlib.suppress(MemoryChainError):

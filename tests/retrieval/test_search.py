@@ -107,7 +107,7 @@ def test_a_semantic_candidate_keeps_its_keyword_score_past_the_keyword_candidate
     manager.retrieval = replace(manager.retrieval, keyword_k=1)
     query = "Which shoes and clothes should we pack for Lisbon?"
     candidates = manager.memory_search.gather(query, user_id="ana", conversation_id="trip")
-    scores = manager.store.keyword_scores(query, user_id="ana", conversation_id="trip")
+    _, scores = manager.store.search_turns(query, user_id="ana", conversation_id="trip")
     keyword_found = [c for c in candidates.items if "tier2-turns" in c.sources]
     assert len(keyword_found) == 1
     others = [c for c in candidates.items if "tier2-turns" not in c.sources]

@@ -224,7 +224,7 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
 
 
-def test_keyword_scores_are_the_search_scores_without_reading_turns(store: SQLStore) -> None:
+def test_search_turns_scores_many_more_turns_than_it_reads(store: SQLStore) -> None:
     store.append_turns(
         "c1",
         [NewTurn("user", "the blue bicycle" + " and the red car" * i) for i in range(12)],
@@ -233,18 +233,25 @@ def test_keyword_scores_are_the_search_scores_without_reading_turns(store: SQLSt
     store.append_turns("c2", [NewTurn("user", "a blue whale")], user_id="u")
     store.append_turns("c3", [NewTurn("user", "blue skies")], user_id="v")
 
-    hits = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
-    scores = store.keyword_scores("blue red car", user_id="u", limit=100)
-    assert scores == pytest.approx({(h.conversation_id, h.turn_number or 0): h.score for h in hits})
-    assert ("c3", 1) not in scores  # another user's
+    every = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
     # Every turn scores differently (more of the words, or a shorter text): no ties to break.
-    best = store.keyword_scores("blue red car", user_id="u", limit=3)
-    assert set(best) == {(h.conversation_id, h.turn_number or 0) for h in hits[:3]}
-    assert store.keyword_scores("blue", user_id="u", conversation_id="c2") == pytest.approx(
-        {("c2", 1): store.search("blue", user_id="u", conversation_id="c2")[0].score}
+    hits, scores = store.search_turns("blue red car", user_id="u", limit=3, scored=100)
+    assert [(h.conversation_id, h.turn_number, h.text) for h in hits] == [
+        (h.conversation_id, h.turn_number, h.text) for h in every[:3]
+    ]
+    assert [h.score for h in hits] == pytest.approx([h.score for h in every[:3]])
+    assert scores == pytest.approx(
+        {(h.conversation_id, h.turn_number or 0): h.score for h in every}
     )
-    assert store.keyword_scores("", user_id="u") == {}
-    assert store.keyword_scores("blue", user_id="u", limit=0) == {}
+    assert ("c3", 1) not in scores  # another user's
+    hits, scores = store.search_turns("blue red car", user_id="u", limit=5, scored=2)
+    assert len(hits) == 5
+    assert set(scores) == {(h.conversation_id, h.turn_number or 0) for h in every[:5]}
+    hits, scores = store.search_turns("blue", user_id="u", conversation_id="c2")
+    assert [h.text for h in hits] == ["a blue whale"]
+    assert set(scores) == {("c2", 1)}
+    assert store.search_turns("", user_id="u") == ([], {})
+    assert store.search_turns("blue", user_id="u", limit=0, scored=0) == ([], {})
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import TIMESTAMP, Connection, TextualSelect, text
+from sqlalchemy import TIMESTAMP, Connection, TextualSelect, bindparam, text
 
 from memory_chain.schemas import KeywordHit, as_utc
 
@@ -399,24 +399,30 @@ def keyword_search(
     return hits
 
 
-def keyword_scores(
+def keyword_turns(
     connection: Connection,
     query: str,
     *,
     user_id: str | None,
     conversation_id: str | None = None,
-    limit: int = 1000,
+    limit: int = 10,
+    scored: int = 1000,
     use_fts: bool = True,
     term_stats: TermStats | None = None,
-) -> dict[tuple[str, int], float]:
-    """The keyword score of the best ``limit`` turns, by (conversation, turn number).
+) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
+    """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
 
-    The same search and scores as :func:`keyword_search`, without reading the turns: what a
-    fusion needs to give a turn another search found its keyword score too.
+    One search (the same as :func:`keyword_search` for turns): the scores of the best
+    ``scored`` matches by (conversation, turn number), read without their text, and the
+    text of the best ``limit``. A fusion then gives a turn another search found its keyword
+    score even when it is no keyword candidate.
+
+    Returns:
+        The hits, best first, and every scored turn's score.
     """
     words = query_words(query)
-    if not words or limit <= 0:
-        return {}
+    if not words or max(limit, scored) <= 0:
+        return [], {}
     statement, params = _statement(
         connection,
         "turn",
@@ -425,10 +431,22 @@ def keyword_scores(
         conversation_id=conversation_id,
         use_fts=use_fts,
         term_stats=term_stats,
-        columns="t.conversation_id, t.turn_number",
+        columns="t.id, t.conversation_id, t.turn_number",
     )
-    rows = connection.execute(statement, {**params, "limit": limit}).all()
-    return {(row[0], int(row[1])): float(row[2]) for row in rows}
+    rows = connection.execute(statement, {**params, "limit": max(limit, scored)}).all()
+    scores = {(row[1], int(row[2])): float(row[3]) for row in rows}
+    best = {int(row[0]): float(row[3]) for row in rows[: max(limit, 0)]}
+    if not best:
+        return [], scores
+    read = _typed(
+        "turn", f"SELECT {_TURN_COLUMNS}, t.id FROM conversation_turns t WHERE t.id IN :ids"
+    ).bindparams(bindparam("ids", expanding=True))
+    by_id = {row[-1]: row for row in connection.execute(read, {"ids": list(best)})}
+    return [
+        _to_hit("turn", (*by_id[turn_id][:-1], score))
+        for turn_id, score in best.items()
+        if turn_id in by_id
+    ], scores
 
 
 def _statement(

@@ -80,8 +80,8 @@ from memory_chain.tiers.sql.search import (
     Kind,
     ScopeStats,
     TermStats,
-    keyword_scores,
     keyword_search,
+    keyword_turns,
     query_words,
     sqlite_has_fts,
 )
@@ -520,28 +520,31 @@ class SQLStore:
                 term_stats=self._term_stats,
             )
 
-    def keyword_scores(
+    def search_turns(
         self,
         query: str,
         *,
         user_id: str | None,
         conversation_id: str | None = None,
-        limit: int = 1000,
-    ) -> dict[tuple[str, int], float]:
-        """The keyword scores of the best ``limit`` turns, by (conversation, turn number).
+        limit: int = 10,
+        scored: int = 1000,
+    ) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
+        """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
 
-        The scores :meth:`search` gives, without reading the turns (see
-        :func:`.search.keyword_scores`).
+        The turns :meth:`search` finds, from one search that also gives the keyword score
+        of many more turns by (conversation, turn number), without reading them (see
+        :func:`.search.keyword_turns`).
         """
         with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
-            return keyword_scores(
+            return keyword_turns(
                 conn,
                 query,
                 user_id=user_id,
                 conversation_id=conversation_id,
                 limit=limit,
+                scored=scored,
                 use_fts=self._fts,
                 term_stats=self._term_stats,
             )

@@ -546,7 +546,8 @@ def test_chat_chain_astream_runs_its_steps_directly_unless_observed(
         ("user", "second"),
         ("assistant", "reply 1"),
     ]
-    assert turns[2].tokens is not None and turns[2].tokens.total > 0
+    assert turns[2].tokens is not None
+    assert turns[2].tokens.total > 0
     with pytest.raises(InvalidInputError, match="conversation id"):
         asyncio.run(stream("hi", {}))
 

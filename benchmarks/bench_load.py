@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import gil_profile
 from common import environment, fmt, progress, summarize_ms
 from loadgen import (
     StubOllama,
@@ -101,12 +102,16 @@ def log_problems(log: Path | None) -> list[str]:
     ]
 
 
-def start_py_spy(pid: int, path: Path | None, database: str) -> subprocess.Popen[bytes] | None:
-    """Sample the server's threads with py-spy into ``path`` (collapsed stacks), if asked."""
-    if path is None:
+def py_spy_output(path: Path | None, database: str) -> Path | None:
+    """Where the profile of ``database``'s run goes (``FILE-<database>``)."""
+    return path.with_name(f"{path.stem}-{database}{path.suffix or '.txt'}") if path else None
+
+
+def start_py_spy(pid: int, out: Path | None) -> subprocess.Popen[bytes] | None:
+    """Sample the server's threads with py-spy into ``out`` (collapsed stacks), if asked."""
+    if out is None:
         return None
     binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    out = path.with_name(f"{path.stem}-{database}{path.suffix or '.txt'}")
     command = [binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "100"]
     command += ["--threads", "--gil", "--nonblocking", "--output", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
@@ -136,7 +141,8 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
         asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
         rss_before = server_rss_mb(pid)
         ids = [f"load-{n}" for n in range(settings.conversations)]
-        profiler = start_py_spy(pid, settings.py_spy, database)
+        profile = py_spy_output(settings.py_spy, database)
+        profiler = start_py_spy(pid, profile)
         outcome = asyncio.run(
             run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
         )
@@ -145,6 +151,7 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
         backfill = wait_for_backfill(server.url, settings.backfill_timeout)
         check = check_conversations(server.url, USER, dict(outcome.acknowledged))
         requests = sum(len(v) for v in outcome.acknowledged.values())
+        gil = gil_profile.report(profile, requests) if profile and profile.exists() else []
         return {
             "database": database,
             "startup_seconds": startup,
@@ -162,6 +169,7 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
             "contiguity": check,
             "server_rss_mb": {"before": rss_before, "after": rss_after},
             "server_log_problems": log_problems(server.log)[:20],
+            "gil_profile": gil,
         }
     finally:
         server.stop()
@@ -217,6 +225,7 @@ def report(results: dict[str, Any], settings: Settings) -> list[str]:
             lines.append(f"    CONTIGUITY: {problem}")
         for problem in r["server_log_problems"][:5]:
             lines.append(f"    server log: {problem}")
+        lines.extend(f"    {line}" for line in r["gil_profile"])
     if len(results) == 2:
         s, p = results["sqlite"], results["postgres"]
         lines.append(

@@ -51,6 +51,10 @@ USER_HEADER = "X-User-Id"
 
 class _StubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes: with Nagle's algorithm the body then waits for
+    # the client's delayed ACK (40 ms on Linux) on every call. Ollama's server sets
+    # TCP_NODELAY, as Go does by default.
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt: str, *args: Any) -> None:
         pass

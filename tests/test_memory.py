@@ -506,6 +506,52 @@ def test_chat_chain_errors(memory: Any) -> None:
     assert manager.store.get_turns("trip") == []  # nothing half-stored
 
 
+def test_chat_chain_astream_runs_its_steps_directly_unless_observed(
+    memory: Any, monkeypatch: Any
+) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables.base import RunnableSequence
+
+    manager, _, _ = memory
+    chain = build_chat_chain(manager, fake_llm())
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.names: list[str | None] = []
+
+        def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            self.names.append(kwargs.get("name"))
+
+    async def stream(text: str, config: dict[str, Any]) -> list[Any]:
+        return [chunk async for chunk in chain.astream({"input": text}, config)]  # type: ignore[arg-type]
+
+    runs = Runs()
+    observed = asyncio.run(stream("first", {**CFG, "callbacks": [runs]}))
+    assert runs.names == ["memory_chat", "retrieve_memory", "respond_and_remember"]
+
+    # Unobserved, the LCEL sequence does not run at all; the reply and what is stored are
+    # the same.
+    def no_sequence(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the LCEL sequence ran")
+
+    monkeypatch.setattr(RunnableSequence, "astream", no_sequence)
+    direct = asyncio.run(stream("second", CFG))
+    assert [type(c) for c in direct] == [type(c) for c in observed]
+    assert "".join(c.content for c in observed) == "reply 0"
+    assert "".join(c.content for c in direct) == "reply 1"
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [(t.role, t.content) for t in turns] == [
+        ("user", "first"),
+        ("assistant", "reply 0"),
+        ("user", "second"),
+        ("assistant", "reply 1"),
+    ]
+    assert turns[2].tokens is not None
+    assert turns[2].tokens.total > 0
+    with pytest.raises(InvalidInputError, match="conversation id"):
+        asyncio.run(stream("hi", {}))
+
+
 def test_summarization_chain_with_fake_model() -> None:
     llm = GenericFakeChatModel(messages=iter([AIMessage("Ana flies to Lisbon on 3 May.")]))
     chain = build_summarization_chain(llm)

@@ -30,7 +30,17 @@ def get_services(request: Request) -> Services:
     return services
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+# The dependencies below are ``async def`` although they do no I/O: FastAPI runs a plain
+# ``def`` dependency in its threadpool, a thread hop per dependency and request (two on every
+# chat request) for a dictionary lookup or a header check.
+
+
+async def services_dependency(request: Request) -> Services:
+    """FastAPI dependency: the running app's services."""
+    return get_services(request)
+
+
+ServicesDep = Annotated[Services, Depends(services_dependency)]
 
 
 def _presented_key(request: Request) -> str | None:
@@ -94,7 +104,7 @@ def _header_user(request: Request) -> str | None:
     return None
 
 
-def metrics_access(request: Request, services: ServicesDep) -> None:
+async def metrics_access(request: Request, services: ServicesDep) -> None:
     """FastAPI dependency of ``/metrics``: its key, or any API key, when keys are set.
 
     Raises:
@@ -118,7 +128,7 @@ def metrics_access(request: Request, services: ServicesDep) -> None:
     )
 
 
-def current_user(request: Request, services: ServicesDep) -> str:
+async def current_user(request: Request, services: ServicesDep) -> str:
     """FastAPI dependency: the calling user."""
     return resolve_user(request, services)
 

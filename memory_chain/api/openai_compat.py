@@ -61,8 +61,9 @@ from memory_chain.api.openai_history import (
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
 from memory_chain.errors import ConversationNotFoundError, MemoryChainError
 from memory_chain.messages import message_text
-from memory_chain.schemas import NewTurn, validate_new_turns
+from memory_chain.schemas import NewTurn, Turn, validate_new_turns
 from memory_chain.services import Services
+from memory_chain.tiers.sql import SQLStore
 
 logger = logging.getLogger(__name__)
 
@@ -219,24 +220,36 @@ async def _repeat_reply(
     return _model_reply(services, prompt)
 
 
-async def _owner_check(services: Services, conversation_id: str, user_id: str) -> int:
-    """Stored turn count; 404 for a conversation of another user."""
-    info = await services.store.aget_conversation(conversation_id)
+def _stored(
+    store: SQLStore, conversation_id: str, user_id: str, history: int
+) -> tuple[int, list[Turn]]:
+    """The stored turn count and the turns to compare with the client's history.
+
+    All the turns when there are no more than the ``history`` messages the client sent, else
+    the last four.
+
+    Raises:
+        ConversationNotFoundError: For a conversation of another user (404).
+    """
+    info = store.get_conversation(conversation_id)
     if info is not None and info.user_id != user_id:
         raise ConversationNotFoundError(conversation_id)
-    return info.turn_count if info is not None else 0
+    count = info.turn_count if info is not None else 0
+    if count == 0:
+        return 0, []
+    if count <= history:
+        return count, store.get_turns(conversation_id, user_id=user_id)
+    return count, store.recent_turns(conversation_id, 4, user_id=user_id)
 
 
 async def _reply_for(
     services: Services, parsed: ParsedChat, cid: str, user: str
 ) -> AsyncGenerator[AIMessageChunk, None]:
     """Store what the client has and the server lacks; the reply to stream."""
-    count = await _owner_check(services, cid, user)
-    store = services.store
-    if count <= len(parsed.history):
-        turns = await store.aget_turns(cid, user_id=user)
-    else:
-        turns = await store.arecent_turns(cid, 4, user_id=user)
+    # Both reads in one worker-thread hop: each hop costs the event loop a thread wake-up.
+    count, turns = await run_in_executor(
+        None, _stored, services.store, cid, user, len(parsed.history)
+    )
     plan = plan_history(parsed.history, [Said.of(t) for t in turns], count, parsed.new_text)
     if plan.action != "append":
         logger.info(

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
@@ -193,6 +194,93 @@ def test_token_trigger_counts_the_turns_text_not_the_models_prompt(memory: Any) 
     meta = manager.buffer.metadata("trip")
     assert meta is not None
     assert meta.total_tokens == 4 * (3 + 5)
+
+
+class BilledChatModel(BaseChatModel):
+    """A chat model that bills like Ollama: the prompt's tokens in, the reply's tokens out."""
+
+    counter: Any
+    prompts: list[int] = []
+    bills: list[int] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "billed-fake"
+
+    def _generate(self, messages: list[Any], *_: Any, **__: Any) -> ChatResult:
+        prompt = sum(self.counter.count_many([str(m.content) for m in messages]))
+        self.prompts.append(prompt)
+        text = (
+            "Here is what I would suggest for that part of the trip, with the times and the "
+            "prices I know of. Book the morning train if you can: it is cheaper and less "
+            f"crowded, and you keep the afternoon free for the old town ({len(self.prompts)})."
+        )
+        completion = self.counter.count(text)
+        self.bills.append(prompt + completion)
+        usage = {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        message = AIMessage(text, usage_metadata=usage)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_token_trigger_fires_at_message_ten_with_the_chains_real_prompts(memory: Any) -> None:
+    """The chat chain's own prompts (memory context, recent turns) billed as Ollama bills.
+
+    With the model's prompt + completion counted as the reply's size, the 2,000-token trigger
+    fired after 6 messages; counting each turn's own text it fires at message 10, as the
+    message trigger does.
+    """
+    manager, service, _ = memory
+    # What the user said in earlier conversations fills the memory context of every prompt.
+    earlier = [
+        f"Last year we spent {n} days in {place} in {month}; the hotel was {price} euros a "
+        f"night and the train from the airport took {n * 10} minutes. We liked the {thing}."
+        for n, place, month, price, thing in [
+            (3, "Lisbon", "May", 120, "trams and the river walks"),
+            (4, "Porto", "June", 95, "bookshops and the bridge"),
+            (5, "Seville", "April", 110, "old town and the tapas bars"),
+            (2, "Madrid", "March", 130, "museums and the parks"),
+            (6, "Valencia", "July", 90, "beach and the rice dishes"),
+            (3, "Granada", "October", 85, "hills and the palace"),
+        ]
+    ]
+    for number, text in enumerate(earlier):
+        manager.add_turns(
+            f"earlier-{number}",
+            "ana",
+            [NewTurn("user", text), NewTurn("assistant", f"Noted, that sounds lovely: {text}")],
+        )
+    wait_idle(service)
+    manager.tier3.indexer.drain()
+    model = BilledChatModel(counter=manager.counter, prompts=[], bills=[])
+    chain = build_chat_chain(manager, model)
+    questions = [
+        "We are planning a week in Portugal in May: Lisbon first, then Porto by train. "
+        "What should we book first, and how early?",
+        "Our budget is about 2000 euros for two people, flights from Berlin not included. "
+        "Is that realistic for hotels and food?",
+        "We would like a hotel near the river in Lisbon, quiet at night, with breakfast. "
+        "Which neighbourhood would you pick?",
+        "For Porto we only have two nights. What is worth seeing if we arrive on a Friday "
+        "evening and leave on Sunday afternoon?",
+        "One of us is vegetarian and the other does not eat fish. Will that be hard in "
+        "Portugal, and what dishes should we look for?",
+    ]
+    summaries_after: list[int] = []
+    for question in questions:
+        chain.invoke({"input": question}, CFG)
+        wait_idle(service)
+        summaries_after.append(len(manager.store.get_summaries("trip")))
+    # The prompts carried the memory context (~550-900 tokens each): billed, the first three
+    # replies alone exceed the trigger's 2,000 tokens.
+    assert min(model.prompts) > 500, model.prompts
+    assert sum(model.bills[:3]) > 2000, model.bills
+    assert summaries_after == [0, 0, 0, 0, 1], (summaries_after, model.bills)
+    (summary,) = manager.store.get_summaries("trip")
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
 
 
 def test_end_of_conversation_and_manual_trigger(memory: Any) -> None:

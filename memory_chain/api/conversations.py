@@ -14,6 +14,7 @@ from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel, Field, field_validator
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
+from memory_chain.chain import LLMUnavailableError
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.schemas import (
     ID_PATTERN,
@@ -363,15 +364,30 @@ async def delete_conversation(
     return DeleteResponse(conversation_id=conversation_id, action="archived")
 
 
-@router.post("/{conversation_id}/consolidate", response_model=ConsolidateResponse)
+@router.post(
+    "/{conversation_id}/consolidate",
+    response_model=ConsolidateResponse,
+    responses={503: {"description": "No LLM to summarize with; the message says what to start."}},
+)
 async def consolidate_conversation(
     conversation_id: ConversationId, services: ServicesDep, user: CurrentUser
 ) -> ConsolidateResponse:
     """Summarize what is not summarized yet, now (the manual trigger)."""
     await _owned(services, conversation_id, user)
-    if services.consolidation is None:
-        raise ConversationNotFoundError(conversation_id)  # pragma: no cover - server has one
-    summary = await services.consolidation.aconsolidate(conversation_id, user)
+    consolidation = services.consolidation
+    models = services.models
+    if consolidation is None or models is None:
+        raise LLMUnavailableError(
+            "this server runs without an LLM, so it cannot summarize: start it with one "
+            "(Ollama at MEMORY_CHAIN_OLLAMA_BASE_URL, or MEMORY_CHAIN_LLM_FALLBACK=embedded); "
+            "the turns stay stored and unsummarized"
+        )
+    if not await run_in_executor(None, models.reachable):
+        raise LLMUnavailableError(
+            f"no LLM to summarize with ({models.detail}); the turns stay stored and are "
+            "summarized once it is reachable"
+        )
+    summary = await consolidation.aconsolidate(conversation_id, user)
     return ConsolidateResponse(summary=SummaryOut.of(summary) if summary else None)
 
 

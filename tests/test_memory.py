@@ -565,7 +565,10 @@ def test_chat_chain_all_entry_points_store_both_turns(memory: Any) -> None:
     assert len(asyncio.run(run_async())) > 1
     turns = manager.store.get_turns("trip", user_id="ana")
     assert len(turns) == 14
-    assert [t.role for t in turns] == ["user", "assistant"] * 7
+    # A batch runs its inputs at once: both messages are stored before either reply.
+    assert [t.role for t in turns[:4]] == ["user", "assistant"] * 2
+    assert sorted(t.role for t in turns[4:8]) == ["assistant", "assistant", "user", "user"]
+    assert [t.role for t in turns[8:]] == ["user", "assistant"] * 3
     assert turns[0].tokens is not None
     assert turns[0].tokens.total > 0
     wait_idle(service)
@@ -582,16 +585,64 @@ def test_chat_chain_errors(memory: Any) -> None:
     with pytest.raises(InvalidInputError, match="input"):
         chain.invoke({"text": "hi"}, CFG)
 
-    class Down(GenericFakeChatModel):
-        def _generate(self, *args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("connection refused")
-
-        def _stream(self, *args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("connection refused")
-
     with pytest.raises(LLMUnavailableError, match="ollama_base_url"):
         build_chat_chain(manager, Down(messages=iter([]))).invoke({"input": "hi"}, CFG)
-    assert manager.store.get_turns("trip") == []  # nothing half-stored
+    # The message was stored before the model ran; no reply was.
+    assert [(t.role, t.content) for t in manager.store.get_turns("trip", user_id="ana")] == [
+        ("user", "hi")
+    ]
+
+
+class Down(GenericFakeChatModel):
+    """A chat model whose server refuses connections."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("connection refused")
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("connection refused")
+
+
+class Recording(GenericFakeChatModel):
+    """A fake chat model that keeps every prompt it was given."""
+
+    prompts: list[list[Any]] = []
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        self.prompts.append(messages)
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: Any) -> None:
+    manager, _, _ = memory
+    said = "Please remember this: the locker code is 4471."
+    down = build_chat_chain(manager, Down(messages=iter([])))
+    with pytest.raises(LLMUnavailableError):
+        down.invoke({"input": said}, CFG)
+    with pytest.raises(LLMUnavailableError):  # an async client retries
+        asyncio.run(down.ainvoke({"input": said}, CFG))
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [(t.role, t.content) for t in turns] == [("user", said)]  # stored once
+    # The same message again, the model back: it is answered, not stored a second time.
+    model = Recording(messages=iter([AIMessage("Noted.")]), prompts=[])
+    asyncio.run(build_chat_chain(manager, model).ainvoke({"input": " " + said}, CFG))
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [(t.role, t.content) for t in turns] == [("user", said), ("assistant", "Noted.")]
+    (prompt,) = model.prompts
+    assert [m.content for m in prompt if m.type == "human"] == [" " + said]
+    # A message the client gave up on stays in the context of the next one.
+    with pytest.raises(LLMUnavailableError):
+        build_chat_chain(manager, Down(messages=iter([]))).invoke({"input": "And the bike?"}, CFG)
+    model = Recording(messages=iter([AIMessage("It is blue.")]), prompts=[])
+    build_chat_chain(manager, model).invoke({"input": "What colour is it?"}, CFG)
+    assert [m.content for m in model.prompts[0][1:]] == [
+        said,
+        "Noted.",
+        "And the bike?",
+        "What colour is it?",
+    ]
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [t.content for t in turns][2:] == ["And the bike?", "What colour is it?", "It is blue."]
 
 
 def test_summarization_chain_with_fake_model() -> None:

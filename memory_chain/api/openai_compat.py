@@ -244,6 +244,7 @@ async def _reply_for(
         )
     if plan.action == "repeat":
         return await _repeat_reply(services, cid, user, parsed.new_text)
+    # "retry": the chain finds the message stored and unanswered, and stores only the reply.
     if plan.missing:
         missing = [
             HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)

@@ -44,6 +44,8 @@ def serve(
         host=host or settings.server_host,
         port=port or settings.server_port,
         log_level=settings.log_level.lower(),
+        # Open requests get the grace period; the app's shutdown then gets what is left of it.
+        timeout_graceful_shutdown=max(int(settings.shutdown_grace_seconds), 1),
     )
 
 

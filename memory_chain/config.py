@@ -209,6 +209,14 @@ class MemorySettings(BaseSettings):
         description="Largest request body accepted (413 above); OpenAI-style clients resend "
         "the whole history, with images inlined.",
     )
+    shutdown_grace_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=3_600,
+        description="On SIGTERM: how long open requests and the summary or embedding batch in "
+        "flight may take, in all, before the server exits. No new background work starts; "
+        "what is left stays queued in tier 2 and resumes at the next start.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level of the server and the CLI."
     )

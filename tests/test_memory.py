@@ -413,6 +413,30 @@ def test_no_prune_when_the_summary_cannot_be_stored(memory: Any, monkeypatch: An
     assert len(manager.buffer.get("trip", "ana")) == 10
 
 
+def test_stop_abandons_the_summary_in_flight_and_the_backlog_resumes(memory: Any) -> None:
+    manager, service, summarizer = memory
+    summarizer.delay = 3.0  # a slow model
+    chat(manager, "trip", "ana", *[f"m{i}" for i in range(5)])  # 10 messages: scheduled
+    queued = service.schedule("boat", "ana", "manual")  # waits behind it
+    deadline = time.monotonic() + 30
+    while not summarizer.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert service.stop(timeout=0.2) is False  # the call in flight is abandoned
+    assert queued.cancelled()
+    assert service.schedule("boat", "ana", "manual").cancelled()  # nothing new starts
+    time.sleep(summarizer.delay + 0.5)  # the abandoned call returns: nothing is stored
+    assert manager.store.get_summaries("trip") == []
+    assert len(summarizer.calls) == 1
+    # The next process finds the conversation again and summarizes it.
+    summarizer.delay = 0.0
+    restarted = ConsolidationService(manager.store, manager.buffer, summarizer)
+    assert restarted.resume() == 1
+    wait_idle(restarted)
+    restarted.stop()
+    (summary,) = manager.store.get_summaries("trip")
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
+
+
 # -- tier-1 cache of the summary state -------------------------------------------------------------
 
 

@@ -44,10 +44,29 @@ def summarized_through(store: SQLStore, conversation_id: str) -> int:
         return int(conn.execute(statement).scalar_one())
 
 
-def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> list[Backlog]:
-    """Active conversations silent since ``idle_since`` with unsummarized turns."""
+def backlog(
+    store: SQLStore,
+    *,
+    idle_since: datetime | None = None,
+    min_unsummarized: int = 1,
+    limit: int = 100,
+) -> list[Backlog]:
+    """Active conversations with at least ``min_unsummarized`` turns no summary covers.
+
+    Args:
+        store: Tier 2.
+        idle_since: Only conversations silent since then (the idle trigger).
+        min_unsummarized: Fewest unsummarized turns.
+        limit: Most conversations returned, the longest silent first.
+    """
     covered = _covered()
     through = func.coalesce(covered.c.covered, 0)
+    conditions = [
+        conversations.c.status == "active",
+        conversations.c.turn_count - through >= max(min_unsummarized, 1),
+    ]
+    if idle_since is not None:
+        conditions.append(conversations.c.last_message_at < naive_utc(idle_since))
     statement = (
         select(
             conversations.c.conversation_id,
@@ -57,11 +76,7 @@ def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> 
             conversations.c.last_message_at,
         )
         .outerjoin(covered, covered.c.conversation_id == conversations.c.conversation_id)
-        .where(
-            conversations.c.status == "active",
-            conversations.c.last_message_at < naive_utc(idle_since),
-            conversations.c.turn_count > through,
-        )
+        .where(*conditions)
         .order_by(conversations.c.last_message_at)
         .limit(limit)
     )

@@ -99,6 +99,8 @@ class TurnIndexer:
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
         self._lock = threading.RLock()
+        # Set at shutdown: a drain stops after its current batch (the rest stays queued).
+        self.halted = threading.Event()
 
     @property
     def unsettled(self) -> int:
@@ -182,7 +184,7 @@ class TurnIndexer:
         with self._lock:
             total = self.outbox.count() if progress is not None else 0
             done = 0
-            while limit is None or done < limit:
+            while (limit is None or done < limit) and not self.halted.is_set():
                 size = self.batch_size if limit is None else min(self.batch_size, limit - done)
                 batch = self.outbox.pending(size, exclude=self._unsettled)
                 if not batch:

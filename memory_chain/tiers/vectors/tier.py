@@ -76,10 +76,15 @@ class Tier3:
         if self.worker is not None:
             self.worker.notify()
 
-    def close(self) -> None:
-        """Stop the worker and close the collections."""
-        if self.worker is not None:
-            self.worker.stop()
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the worker (waiting at most ``timeout`` s) and close the collections.
+
+        A batch still being written after ``timeout`` keeps the collections open (closing
+        them under it could fail the write): the process is exiting, and the batch's turns
+        stay queued in tier 2.
+        """
+        if self.worker is not None and not self.worker.stop(timeout):
+            return
         self.index.close()
         if self.facts is not None:
             self.facts.index.close()

@@ -27,13 +27,16 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
 
-from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreUnavailableError
 from memory_chain.messages import to_message, to_new_turns
 from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
 from memory_chain.schemas import MemoryContext, NewTurn, Turn, validate_id
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.sql.progress import summarized_through
+from memory_chain.tiers.vectors.facts import is_explicit_save
+from memory_chain.tiers.vectors.index import TurnPayload
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
@@ -120,18 +123,79 @@ class MemoryManager:
         return await run_in_executor(None, self.add_turns, conversation_id, user_id, turns)
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
-        """Remove a conversation from every tier (rows, cache, points, facts)."""
+        """Purge a conversation from every tier (rows, cache, points, facts).
+
+        The rows go at once, with a queued task for tier 3 in the same transaction; the
+        points and facts go now if the vector store answers, else when it is back.
+        Retrieval hides the conversation from the moment its rows are gone.
+        """
         deleted = self.store.delete_conversation(conversation_id, user_id=user_id)
         self.buffer.invalidate(conversation_id)
-        if deleted and self.tier3 is not None:
-            try:
-                # Its points and user facts (the indexer files both).
-                self.tier3.indexer.forget(user_id=user_id, conversation_id=conversation_id)
-            except MemoryChainError as exc:
-                # The rows are gone; stray points are filtered out of results by
-                # conversation and removed by the next reindex.
-                logger.warning("points of %s not removed yet: %s", conversation_id, exc)
+        if deleted:
+            self._apply_tier3_tasks()
         return deleted
+
+    def delete_user(self, user_id: str) -> int:
+        """Purge every conversation of a user from every tier; how many there were."""
+        validate_id(user_id, "user id")
+        removed = self.store.delete_user(user_id)
+        self.buffer.clear_user(user_id)
+        self._apply_tier3_tasks()
+        return removed
+
+    def facts(
+        self,
+        user_id: str,
+        *,
+        conversation_id: str | None = None,
+        include_archived: bool = False,
+        limit: int = 100,
+    ) -> list[TurnPayload]:
+        """The user's remembered facts, newest first, from visible conversations only.
+
+        Raises:
+            VectorStoreUnavailableError: Without tier 3 (facts live there).
+            VectorStoreError: If the facts collection cannot be read.
+        """
+        facts = self.tier3.facts if self.tier3 is not None else None
+        if facts is None:
+            raise VectorStoreUnavailableError(
+                "semantic memory is off on this server, so no facts are kept: set "
+                "MEMORY_CHAIN_MEMORY_TIER3_ENABLED=true"
+            )
+        # Read them all: a purged conversation's facts may still be there (their deletion
+        # waits for the vector store), and they must not take the places of visible ones.
+        found = facts.of_user(user_id, conversation_id=conversation_id, limit=1_000_000)
+        statuses = WITH_ARCHIVED if include_archived or conversation_id else ACTIVE
+        visible = self.store.visible_conversations(
+            user_id, {fact.conversation_id for fact in found}, statuses=statuses
+        )
+        return [fact for fact in found if fact.conversation_id in visible][:limit]
+
+    def dismiss_fact(self, user_id: str, conversation_id: str, turn_number: int) -> bool:
+        """Forget a remembered fact (the turn stays in its conversation).
+
+        Returns:
+            Whether the turn is one of the user's "remember this" turns.
+        """
+        turns = self.store.get_turns(
+            conversation_id, user_id=user_id, after=turn_number - 1, limit=1
+        )
+        if not turns or turns[0].turn_number != turn_number or not is_explicit_save(turns[0]):
+            return False
+        self.store.dismiss_fact(conversation_id, turn_number, user_id=user_id)
+        self._apply_tier3_tasks()
+        return True
+
+    def _apply_tier3_tasks(self) -> None:
+        if self.tier3 is None:
+            return
+        try:
+            self.tier3.indexer.apply_tasks()
+        except MemoryChainError as exc:
+            # Queued in tier 2 with the purge: the backfill does it once the store is back.
+            logger.warning("tier 3 is not updated yet (the change stays queued): %s", exc)
+            self.tier3.notify()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -189,6 +253,7 @@ class MemoryManager:
         exclude: Sequence[tuple[str, int]] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
     ) -> Found:
         """The retrieval every path uses (:meth:`MemorySearch.find`), ids checked.
 
@@ -206,6 +271,7 @@ class MemoryManager:
             exclude=exclude,
             facts=facts,
             now=now,
+            include_archived=include_archived,
         )
 
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:

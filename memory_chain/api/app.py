@@ -26,6 +26,7 @@ from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
 from memory_chain.services import Services, open_services
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.sql.tasks import VectorTasks
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ def _tier3_health(services: Services) -> dict[str, Any]:
         "available": worker is not None and worker.index_open and worker.last_error is None,
         "last_error": worker.last_error if worker else None,
         "queued_turns": EmbeddingOutbox(services.store).count(),
+        # Deletions and payload refreshes waiting for the vector store.
+        "queued_tasks": VectorTasks(services.store).count(),
         "embedding_model": getattr(vectors.embeddings, "model_name", None),
     }
 

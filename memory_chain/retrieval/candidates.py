@@ -103,10 +103,14 @@ def vector_item(hit: VectorHit, *, fact: bool = False) -> MemoryItem:
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose turns a query searches: one user's, or one conversation of theirs."""
+    """Whose turns a query searches: one user's, or one conversation of theirs.
+
+    Archived conversations are searched only with ``include_archived`` (or when named).
+    """
 
     user_id: str
     conversation_id: str | None
+    include_archived: bool = False
 
     def where(self, **conditions: Any) -> VectorFilter:
         """A vector filter of this scope and ``conditions``."""

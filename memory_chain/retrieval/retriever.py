@@ -28,7 +28,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.retrieval.search import MemorySearch
 from memory_chain.schemas import MemoryItem, as_utc, validate_id
 
-_SEARCH_ARGS = frozenset({"k", "conversation_id"})
+_SEARCH_ARGS = frozenset({"k", "conversation_id", "include_archived"})
 
 
 def item_to_document(item: MemoryItem, user_id: str) -> Document:
@@ -59,6 +59,7 @@ class MemoryRetriever(BaseRetriever):
         user_id: Whose memories are searched.
         k: Number of items to return.
         conversation_id: Restrict to one conversation (``None``: all of the user's).
+        include_archived: Search archived conversations too (purged ones are never found).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -67,6 +68,7 @@ class MemoryRetriever(BaseRetriever):
     user_id: str
     k: int = Field(default=5, ge=1, le=1000)
     conversation_id: str | None = None
+    include_archived: bool = False
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -84,6 +86,17 @@ class MemoryRetriever(BaseRetriever):
             validate_id(conversation_id)
         if not query.strip():
             raise InvalidInputError("query is empty: send some text to search for")
+        include_archived = kwargs.get("include_archived", self.include_archived)
+        if not isinstance(include_archived, bool):
+            raise InvalidInputError(
+                f"include_archived must be true or false, got {include_archived!r}"
+            )
         user_id = validate_id(self.user_id, "user id")
-        found = self.search.find(query, user_id=user_id, conversation_id=conversation_id, limit=k)
+        found = self.search.find(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            limit=k,
+            include_archived=include_archived,
+        )
         return [item_to_document(item, user_id) for item in found.items]

@@ -53,6 +53,7 @@ from memory_chain.retrieval.fusion import FusionWeights, is_question
 from memory_chain.retrieval.timeframes import TimeWindow, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.vectors.index import VectorHit, point_id
 from memory_chain.tiers.vectors.tier import Tier3
 
@@ -135,6 +136,7 @@ class MemorySearch:
         exclude: Collection[TurnKey] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
     ) -> Found:
         """The best ``limit`` items for ``query`` among the user's memories.
 
@@ -147,6 +149,9 @@ class MemorySearch:
                 turns a chat already shows).
             facts: Add the user's remembered facts as candidates.
             now: When relative time expressions ("last week") count from (default: now).
+            include_archived: Search archived conversations too (a conversation named by
+                ``conversation_id`` is searched archived or not). Purged conversations are
+                never found, even while tier 3 still holds their points.
 
         Returns:
             The items, best first, each with its fused score and sources, and what failed.
@@ -158,6 +163,7 @@ class MemorySearch:
             exclude=exclude,
             facts=facts,
             now=now,
+            include_archived=include_archived,
         )
         return Found(found.rank(self.settings.weights, limit), found.degraded)
 
@@ -170,6 +176,7 @@ class MemorySearch:
         exclude: Collection[TurnKey] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
     ) -> Candidates:
         """Every candidate the sources find for ``query``, before fusion.
 
@@ -177,7 +184,7 @@ class MemorySearch:
         any weights (the cross-validation of the weights gathers once per question).
         """
         settings = self.settings
-        scope = Scope(user_id, conversation_id)
+        scope = Scope(user_id, conversation_id, include_archived)
         pool = Pool(exclude)
         found = Candidates(
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
@@ -219,7 +226,27 @@ class MemorySearch:
                 found.degraded.append(f"tier3 semantic search: {exc}")
             if facts and found.semantic:
                 self._facts(tier3, vector, user_id, pool, found.degraded)
+        self._keep_visible(pool, scope, found.degraded)
         return found
+
+    def _keep_visible(self, pool: Pool, scope: Scope, degraded: list[str]) -> None:
+        """Drop the items of conversations that are purged, or archived (unless asked for).
+
+        Tier 3 is an index updated after tier 2 (a purge's points are deleted by the
+        backfill, later if the vector store is down): tier 2's rows are the authority.
+        """
+        named = {c.item.conversation_id for c in pool.items}
+        if not named:
+            return
+        wanted = scope.include_archived or scope.conversation_id is not None
+        try:
+            visible = self.store.visible_conversations(
+                scope.user_id, named, statuses=WITH_ARCHIVED if wanted else ACTIVE
+            )
+        except MemoryChainError as exc:
+            visible = set()  # unverifiable: show nothing rather than something purged
+            degraded.append(f"tier2 conversation check: {exc}")
+        pool.items[:] = [c for c in pool.items if c.item.conversation_id in visible]
 
     def _submit(self, work: Callable[..., _T], *args: Any, parallel: bool) -> Future[_T]:
         """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""
@@ -259,6 +286,7 @@ class MemorySearch:
             user_id=scope.user_id,
             conversation_id=scope.conversation_id,
             limit=self.settings.keyword_k,
+            include_archived=scope.include_archived,
         )
         summaries = [hit for hit in hits if hit.kind == "summary"]
         return [hit for hit in hits if hit.kind == "turn"] + summaries[: self.settings.summary_k]

@@ -253,6 +253,12 @@ class TurnBuffer:
         with self._lock:
             self._entries.pop(conversation_id, None)
 
+    def clear_user(self, user_id: str) -> None:
+        """Forget every conversation of a user."""
+        with self._lock:
+            for key in [k for k, entry in self._entries.items() if entry.user_id == user_id]:
+                del self._entries[key]
+
     def clear(self) -> None:
         """Forget every conversation."""
         with self._lock:

@@ -193,7 +193,7 @@ def test_deleting_a_conversation_removes_its_points(
     indexer = TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings)
     indexer.drain()
     assert queued_store.delete_conversation("trip", user_id="ana")
-    indexer.forget(user_id="ana", conversation_id="trip")
+    indexer.apply_tasks()  # the purge queued the deletion of its points
     assert index.count(VectorFilter(user_id="ana", conversation_id="trip")) == 0
     assert index.count() == 2
 
@@ -268,7 +268,7 @@ def test_user_facts_are_filed_from_the_outbox_and_survive_an_outage(
     assert indexer.reindex() == len(SAVES) + 1
     assert facts_index.count() == 2
     assert queued_store.delete_conversation("gym", user_id="ana")
-    indexer.forget(user_id="ana", conversation_id="gym")
+    indexer.apply_tasks()
     assert [p.payload.user_id for p in facts_index.scroll()] == ["bob"]
 
 

@@ -59,10 +59,17 @@ def query_words(query: str) -> list[str]:
 
 
 def _scope(
-    alias: str, user_id: str | None, conversation_id: str | None
+    alias: str,
+    user_id: str | None,
+    conversation_id: str | None,
+    statuses: Sequence[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     clauses: list[str] = []
     params: dict[str, Any] = {}
+    if statuses is not None:
+        names = [f":status{i}" for i in range(len(statuses))]
+        clauses.append(f"c.status IN ({', '.join(names)})")
+        params.update({name[1:]: status for name, status in zip(names, statuses, strict=True)})
     if user_id is not None:
         clauses.append("c.user_id = :user_id")
         params["user_id"] = user_id
@@ -356,6 +363,7 @@ def keyword_search(
     limit: int = 10,
     use_fts: bool = True,
     term_stats: TermStats | None = None,
+    statuses: Sequence[str] | None = None,
 ) -> list[KeywordHit]:
     """Search turns and summaries by keyword.
 
@@ -369,6 +377,7 @@ def keyword_search(
         use_fts: Use the full-text index (False falls back to LIKE).
         term_stats: SQLite: drop the words in half of the rows or more, with these counts
             (a query of nothing else is answered newest first, unranked).
+        statuses: Only conversations with one of these statuses (``None``: any).
 
     Returns:
         Hits of each kind, best first, turns before summaries.
@@ -377,7 +386,7 @@ def keyword_search(
     if not words or limit <= 0:
         return []
     dialect = connection.dialect.name
-    scope, params = _scope("t", user_id, conversation_id)
+    scope, params = _scope("t", user_id, conversation_id, statuses)
     hits: list[KeywordHit] = []
     for kind in kinds:
         if dialect == "postgresql":

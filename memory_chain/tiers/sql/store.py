@@ -35,7 +35,6 @@ from sqlalchemy import (
     Engine,
     Executable,
     bindparam,
-    delete,
     exists,
     func,
     insert,
@@ -65,7 +64,8 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.engine import writer
-from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
+from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED, ConversationLifecycle
+from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
@@ -82,8 +82,7 @@ from memory_chain.tiers.sql.search import (
     query_words,
     sqlite_has_fts,
 )
-
-_STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
+from memory_chain.tiers.sql.tasks import add_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +132,11 @@ def _append_statements(dialect: str) -> _AppendStatements:
     return _AppendStatements(create, lock, insert(turns), count)
 
 
-class SQLStore:
+class SQLStore(ConversationLifecycle):
     """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
+
+    Archiving, purging and the checks retrieval makes against them are in
+    :class:`~memory_chain.tiers.sql.lifecycle.ConversationLifecycle`.
 
     The schema must exist: run :func:`memory_chain.tiers.sql.migrate.upgrade` first.
 
@@ -336,6 +338,9 @@ class SQLStore:
             ).first()
             if inserted is None:
                 return None
+            if self.queue_embeddings:
+                # The range's points carry its summary: rewrite their payloads.
+                add_task(conn, "refresh", row.user_id or "", conversation_id, (start, end))
             if running_summary is not None:
                 conn.execute(
                     update(conversations)
@@ -349,56 +354,6 @@ class SQLStore:
         except IntegrityError:  # a concurrent writer stored the same range first
             return None
         return result
-
-    def set_status(
-        self, conversation_id: str, status: ConversationStatus, *, user_id: str | None = None
-    ) -> None:
-        """Set a conversation's status (``active``, ``archived`` or ``deleted``)."""
-        if status not in _STATUSES:
-            raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(_STATUSES)}")
-
-        def work(conn: Connection) -> None:
-            statement = update(conversations).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                statement = statement.where(conversations.c.user_id == user_id)
-            if conn.execute(statement.values(status=status)).rowcount == 0:
-                raise ConversationNotFoundError(conversation_id)
-
-        self.run_write(work)
-
-    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> bool:
-        """Remove a conversation with its turns and summaries.
-
-        Returns:
-            Whether a conversation was removed.
-        """
-
-        def work(conn: Connection) -> bool:
-            owner = select(conversations.c.conversation_id).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                owner = owner.where(conversations.c.user_id == user_id)
-            if conn.execute(owner.with_for_update()).first() is None:
-                return False
-            conn.execute(
-                delete(outbox).where(
-                    outbox.c.turn_id.in_(
-                        select(turns.c.id).where(turns.c.conversation_id == conversation_id)
-                    )
-                )
-            )
-            for table in (turns, summaries):
-                conn.execute(delete(table).where(table.c.conversation_id == conversation_id))
-            conn.execute(
-                delete(conversations).where(conversations.c.conversation_id == conversation_id)
-            )
-            return True
-
-        deleted: bool = self.run_write(work)
-        return deleted
 
     # -- reads --------------------------------------------------------------------------
 
@@ -482,15 +437,17 @@ class SQLStore:
         conversation_id: str | None = None,
         kinds: Sequence[Kind] = ("turn", "summary"),
         limit: int = 10,
+        include_archived: bool = False,
     ) -> list[KeywordHit]:
         """Keyword search over turns and summaries (see :mod:`.search`).
 
         Args:
             query: Free text.
             user_id: Restrict to this user's conversations (``None``: every user).
-            conversation_id: Restrict to one conversation.
+            conversation_id: Restrict to one conversation (archived or not: it is named).
             kinds: ``"turn"``, ``"summary"`` or both.
             limit: Most hits per kind.
+            include_archived: Search archived conversations too.
 
         Returns:
             Hits, best first within each kind; scores are higher for better matches.
@@ -507,6 +464,7 @@ class SQLStore:
                 limit=limit,
                 use_fts=self._fts,
                 term_stats=self._term_stats,
+                statuses=WITH_ARCHIVED if include_archived or conversation_id else ACTIVE,
             )
 
     def common_words(
@@ -584,14 +542,6 @@ class SQLStore:
             user_id=user_id,
         )
 
-    async def adelete_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
-    ) -> bool:
-        """Async :meth:`delete_conversation`."""
-        return await run_in_executor(
-            None, self.delete_conversation, conversation_id, user_id=user_id
-        )
-
     async def aget_conversation(
         self, conversation_id: str, *, user_id: str | None = None
     ) -> ConversationInfo | None:
@@ -627,6 +577,7 @@ class SQLStore:
         conversation_id: str | None = None,
         kinds: Sequence[Kind] = ("turn", "summary"),
         limit: int = 10,
+        include_archived: bool = False,
     ) -> list[KeywordHit]:
         """Async :meth:`search`."""
         return await run_in_executor(
@@ -637,4 +588,5 @@ class SQLStore:
             conversation_id=conversation_id,
             kinds=kinds,
             limit=limit,
+            include_archived=include_archived,
         )

@@ -277,7 +277,7 @@ def consolidate(
             ]
         written = 0
         for cid, owner in targets:
-            before = summarized_through(store, cid)
+            before = summarized_through(store, cid, owner)
             consolidation.consolidate(cid, owner)
             for summary in store.get_summaries(cid, user_id=owner):
                 if summary.turn_range_start > before:

@@ -115,8 +115,9 @@ class ConsolidationService:
         self.failures = 0
         self._waiting = 0  # queued or running (the executor keeps no count of its own)
         self._executor = SerialExecutor("consolidation")
-        # The last run per conversation; finished ones are dropped past _KEEP_FINISHED entries.
-        self._pending: dict[str, Future[Summary | None]] = {}
+        # The last run per (user, conversation); finished ones are dropped past
+        # _KEEP_FINISHED entries.
+        self._pending: dict[tuple[str, str], Future[Summary | None]] = {}
         self._pending_lock = threading.Lock()
         self._prune_above = _KEEP_FINISHED
         # Striped per-conversation locks: bounded, whatever the number of conversations.
@@ -141,7 +142,7 @@ class ConsolidationService:
         if turn_count is not None and cached_summary is not None:
             through = cached_summary.through
         else:
-            through = summarized_through(self.store, conversation_id)
+            through = summarized_through(self.store, conversation_id, user_id)
             info = self.store.get_conversation(conversation_id, user_id=user_id)
             if info is None:
                 return None
@@ -181,13 +182,14 @@ class ConsolidationService:
         force: bool = False,
     ) -> Future[Summary | None]:
         """Queue a consolidation (one pending per conversation unless ``force``)."""
+        key = (user_id, conversation_id)
         with self._pending_lock:
-            pending = self._pending.get(conversation_id)
+            pending = self._pending.get(key)
             if pending is not None and not pending.done() and not force:
                 return pending
             future = self._executor.submit(lambda: self._run(conversation_id, user_id, reason))
             self._waiting += 1
-            self._pending[conversation_id] = future
+            self._pending[key] = future
             if len(self._pending) > self._prune_above:
                 self._pending = {c: f for c, f in self._pending.items() if not f.done()}
                 self._prune_above = max(_KEEP_FINISHED, 2 * len(self._pending))
@@ -245,7 +247,7 @@ class ConsolidationService:
         return stored
 
     def _consolidate(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
-        with self._locks[hash(conversation_id) % len(self._locks)]:
+        with self._locks[hash((user_id, conversation_id)) % len(self._locks)]:
             stored: Summary | None = None
             first = self.store.get_conversation(conversation_id, user_id=user_id)
             # Summarize up to where the conversation stood when the run began: a conversation
@@ -256,12 +258,12 @@ class ConsolidationService:
                 info = self.store.get_conversation(conversation_id, user_id=user_id)
                 if info is None:
                     return stored
-                through = summarized_through(self.store, conversation_id)
+                through = summarized_through(self.store, conversation_id, user_id)
                 if through >= target:
                     # Nothing to do here; refresh tier 1's copy (another process may have
                     # summarized it).
                     state = CachedSummary(info.summary, through)
-                    self.buffer.set_summary(conversation_id, state, epoch=epoch)
+                    self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
                     break
                 turns = self.store.get_turns(
                     conversation_id,
@@ -279,7 +281,9 @@ class ConsolidationService:
                     and (info.turn_count - through < self.settings.message_threshold)
                 ):
                     break  # a threshold trigger leaves a short tail for the next one
-                summary = self._summarize_range(conversation_id, info.summary, turns, reason)
+                summary = self._summarize_range(
+                    conversation_id, user_id, info.summary, turns, reason
+                )
                 if summary is None:  # another process got this range first
                     break
                 stored = summary
@@ -296,7 +300,12 @@ class ConsolidationService:
         )
 
     def _summarize_range(
-        self, conversation_id: str, running: str | None, turns: list[Turn], reason: str
+        self,
+        conversation_id: str,
+        user_id: str,
+        running: str | None,
+        turns: list[Turn],
+        reason: str,
     ) -> Summary | None:
         start, end = turns[0].turn_number, turns[-1].turn_number
         logger.info("consolidating %s turns %d-%d (%s)", conversation_id, start, end, reason)
@@ -311,9 +320,11 @@ class ConsolidationService:
             (start, end),
             token_count=self.counter.count(range_text),
             running_summary=new_running,
+            user_id=user_id,
         )
         if stored is not None:
-            self.buffer.set_summary(conversation_id, CachedSummary(new_running, end))
+            state = CachedSummary(new_running, end)
+            self.buffer.set_summary(conversation_id, state, user_id=user_id)
         return stored
 
     def _invoke(self, inputs: dict[str, str]) -> str:
@@ -347,7 +358,7 @@ class ConsolidationService:
             else:
                 self.tier3.indexer.try_drain()
         # Only now, with the summary durably stored, may tier 1 drop older turns.
-        self.buffer.prune(conversation_id, keep_last=self.settings.keep_last)
+        self.buffer.prune(conversation_id, self.settings.keep_last, user_id=user_id)
 
     # -- idle scan ----------------------------------------------------------------------------
 

@@ -130,7 +130,7 @@ class MemoryManager:
         Retrieval hides the conversation from the moment its rows are gone.
         """
         deleted = self.store.delete_conversation(conversation_id, user_id=user_id)
-        self.buffer.invalidate(conversation_id)
+        self.buffer.invalidate(conversation_id, user_id=user_id)
         if deleted:
             self._apply_tier3_tasks()
         return deleted
@@ -207,13 +207,13 @@ class MemoryManager:
             # `keep_after_consolidation` (consolidation pruned the rest).
             epoch = self.buffer.summary_epoch
             info = self.store.get_conversation(conversation_id, user_id=user_id)
-            through = summarized_through(self.store, conversation_id) if info else 0
+            through = summarized_through(self.store, conversation_id, user_id) if info else 0
             unsummarized = (info.turn_count if info else 0) - through
             limit = max(unsummarized, self.keep_after_consolidation)
             load_into(self.buffer, self.store, conversation_id, user_id, limit=limit)
             if info is not None:
                 state = CachedSummary(info.summary, through)
-                self.buffer.set_summary(conversation_id, state, epoch=epoch)
+                self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
             cached = self.buffer.get(conversation_id, user_id)
         if cached is None:  # evicted at once by a tiny buffer
             cached = self.store.recent_turns(
@@ -230,8 +230,9 @@ class MemoryManager:
         info = self.store.get_conversation(conversation_id, user_id=user_id)
         if info is None:
             return CachedSummary(None, 0)
-        state = CachedSummary(info.summary, summarized_through(self.store, conversation_id))
-        self.buffer.set_summary(conversation_id, state, epoch=epoch)
+        through = summarized_through(self.store, conversation_id, user_id)
+        state = CachedSummary(info.summary, through)
+        self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
         return state
 
     @property

@@ -59,7 +59,7 @@ from memory_chain.api.openai_history import (
     plan_history,
 )
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
-from memory_chain.errors import ConversationNotFoundError, MemoryChainError
+from memory_chain.errors import MemoryChainError
 from memory_chain.messages import message_text
 from memory_chain.schemas import NewTurn, validate_new_turns
 from memory_chain.services import Services
@@ -219,11 +219,9 @@ async def _repeat_reply(
     return _model_reply(services, prompt)
 
 
-async def _owner_check(services: Services, conversation_id: str, user_id: str) -> int:
-    """Stored turn count; 404 for a conversation of another user."""
-    info = await services.store.aget_conversation(conversation_id)
-    if info is not None and info.user_id != user_id:
-        raise ConversationNotFoundError(conversation_id)
+async def _stored_count(services: Services, conversation_id: str, user_id: str) -> int:
+    """How many turns the user's conversation of this id holds (0 for a new one)."""
+    info = await services.store.aget_conversation(conversation_id, user_id=user_id)
     return info.turn_count if info is not None else 0
 
 
@@ -231,7 +229,7 @@ async def _reply_for(
     services: Services, parsed: ParsedChat, cid: str, user: str
 ) -> AsyncGenerator[AIMessageChunk, None]:
     """Store what the client has and the server lacks; the reply to stream."""
-    count = await _owner_check(services, cid, user)
+    count = await _stored_count(services, cid, user)
     store = services.store
     if count <= len(parsed.history):
         turns = await store.aget_turns(cid, user_id=user)

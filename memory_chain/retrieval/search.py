@@ -331,7 +331,7 @@ class MemorySearch:
         known.read(tier3, user_id, {key for key in wanted if pool.turn(*key) is None})
         cosines = tier3.scores(vector, user_id, wanted)
         fetched = {
-            key: VectorHit(id=point_id(*key), score=cosine, payload=known.payloads[key])
+            key: VectorHit(id=point_id(user_id, *key), score=cosine, payload=known.payloads[key])
             for key, cosine in cosines.items()
             if key in known.payloads
         }

@@ -234,22 +234,22 @@ def import_jsonl(
         StorageError: If the database fails.
     """
     now = utcnow()
-    lines: dict[str, int] = {}
+    lines: dict[tuple[str, str], int] = {}
     for number, record in read_jsonl(path, max_chars=max_chars, now=now):
-        cid = record.info.conversation_id
-        if cid in lines:
+        owned = (record.info.user_id or "", record.info.conversation_id)
+        if owned in lines:
             raise ImportFileError(
                 number,
-                f"conversation {cid!r} comes twice (first on line {lines[cid]}): keep one; "
-                "nothing was imported",
+                f"conversation {owned[1]!r} of user {owned[0]!r} comes twice (first on line "
+                f"{lines[owned]}): keep one; nothing was imported",
             )
-        lines[cid] = number
+        lines[owned] = number
     if on_conflict == "fail":
         taken = existing_conversations(store.engine, lines)
         if taken:
             first = min(taken, key=lines.__getitem__)
             raise ImportFileError(
-                lines[first], f"{ConversationExistsError(first)}; nothing was imported"
+                lines[first], f"{ConversationExistsError(first[1])}; nothing was imported"
             )
     report = TransferReport()
     total = len(lines)

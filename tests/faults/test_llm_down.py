@@ -112,10 +112,10 @@ def test_an_llm_failing_after_start_up_is_503_until_it_is_back(
             assert "ollama pull" in message, message
         fake_llm.chat_status = 200
         fake_llm.stop()  # Ollama gone: the port refuses connections
-        for response in (chat(http, "flaky", history, "second"), _invoke(http, "flaky", "x")):
+        for response in (chat(http, "flaky", history, "second"), _invoke(http, "flaky", "second")):
             message = _error(response)
             assert "check that Ollama runs" in message, message
-        assert turn_numbers(http, "flaky") == [1, 2]
+        assert turn_numbers(http, "flaky") == [1, 2, 3]  # "second" is kept, once
         fake_llm.start()  # back on the same port
         assert chat(http, "flaky", history, "second").status_code == 200
         assert turn_numbers(http, "flaky") == [1, 2, 3, 4]

@@ -107,7 +107,7 @@ def test_outbox_backfill_and_idempotent_ids(
     assert index.count() == 10
     assert index.count(VectorFilter(user_id="ana", conversation_id="trip")) == 10
     ids = {p.id for p in index.scroll()}
-    assert ids == {point_id("trip", n) for n in range(1, 11)}
+    assert ids == {point_id("ana", "trip", n) for n in range(1, 11)}
     # Embedding the same turns again overwrites the same points.
     assert outbox.enqueue(conversation_id="trip") == 10
     assert indexer.drain() == 10

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables.config import run_in_executor
-from sqlalchemy import Connection, Engine, and_, delete, exists, insert, select, update
+from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError
 from memory_chain.schemas import ConversationStatus, utcnow
@@ -28,7 +28,7 @@ from memory_chain.tiers.sql.models import (
     summaries,
     turns,
 )
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors
+from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
 from memory_chain.tiers.sql.tasks import add_task
 
 STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
@@ -47,9 +47,7 @@ class ConversationLifecycle:
         """Run ``work(conn)`` in one write transaction."""
         raise NotImplementedError
 
-    def set_status(
-        self, conversation_id: str, status: ConversationStatus, *, user_id: str | None = None
-    ) -> None:
+    def set_status(self, conversation_id: str, status: ConversationStatus, *, user_id: str) -> None:
         """Set a conversation's status (``active``, ``archived`` or ``deleted``).
 
         Retrieval leaves out archived conversations unless asked for them, and never shows
@@ -58,36 +56,30 @@ class ConversationLifecycle:
         if status not in STATUSES:
             raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(STATUSES)}")
 
+        key = stored_id(user_id, conversation_id)
+
         def work(conn: Connection) -> None:
-            statement = update(conversations).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                statement = statement.where(conversations.c.user_id == user_id)
+            statement = update(conversations).where(conversations.c.conversation_id == key)
             if conn.execute(statement.values(status=status)).rowcount == 0:
                 raise ConversationNotFoundError(conversation_id)
 
         self.run_write(work)
 
-    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> bool:
+    def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
         """Purge a conversation: its rows now, its points and facts through the task queue.
 
         Returns:
             Whether a conversation was removed.
         """
+        key = stored_id(user_id, conversation_id)
 
         def work(conn: Connection) -> bool:
-            owner = select(conversations.c.user_id).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                owner = owner.where(conversations.c.user_id == user_id)
-            row = conn.execute(owner.with_for_update()).first()
-            if row is None:
+            owner = select(conversations.c.user_id).where(conversations.c.conversation_id == key)
+            if conn.execute(owner.with_for_update()).first() is None:
                 return False
-            self._purge(conn, [conversation_id])
+            self._purge(conn, [key])
             if self.queue_embeddings:
-                add_task(conn, "forget", row.user_id or "", conversation_id)
+                add_task(conn, "forget", user_id, conversation_id)
             return True
 
         deleted: bool = self.run_write(work)
@@ -116,7 +108,7 @@ class ConversationLifecycle:
 
     @staticmethod
     def _purge(conn: Connection, conversation_ids: list[str]) -> None:
-        """Delete the rows of these conversations (inside the caller's transaction)."""
+        """Delete the rows of these stored ids (inside the caller's transaction)."""
         for start in range(0, len(conversation_ids), 500):
             chunk = conversation_ids[start : start + 500]
             conn.execute(
@@ -136,30 +128,26 @@ class ConversationLifecycle:
         Returns:
             Whether the turn exists (for the user); dismissing twice is not an error.
         """
+        key = stored_id(user_id, conversation_id)
 
         def work(conn: Connection) -> bool:
             found = conn.execute(
                 select(turns.c.id).where(
-                    turns.c.conversation_id == conversation_id,
-                    turns.c.turn_number == turn_number,
-                    exists().where(
-                        conversations.c.conversation_id == conversation_id,
-                        conversations.c.user_id == user_id,
-                    ),
+                    turns.c.conversation_id == key, turns.c.turn_number == turn_number
                 )
             ).first()
             if found is None:
                 return False
             known = conn.execute(
                 select(dismissed_facts.c.turn_number).where(
-                    dismissed_facts.c.conversation_id == conversation_id,
+                    dismissed_facts.c.conversation_id == key,
                     dismissed_facts.c.turn_number == turn_number,
                 )
             ).first()
             if known is None:
                 conn.execute(
                     insert(dismissed_facts).values(
-                        conversation_id=conversation_id,
+                        conversation_id=key,
                         turn_number=turn_number,
                         dismissed_at=naive_utc(utcnow()),
                     )
@@ -172,13 +160,15 @@ class ConversationLifecycle:
         found: bool = self.run_write(work)
         return found
 
-    def dismissed(self, conversation_id: str, turn_numbers: Iterable[int]) -> set[int]:
+    def dismissed(
+        self, conversation_id: str, turn_numbers: Iterable[int], *, user_id: str
+    ) -> set[int]:
         """Which of these turns of a conversation were dismissed as facts."""
         numbers = list(turn_numbers)
         if not numbers:
             return set()
         statement = select(dismissed_facts.c.turn_number).where(
-            dismissed_facts.c.conversation_id == conversation_id,
+            dismissed_facts.c.conversation_id == stored_id(user_id, conversation_id),
             dismissed_facts.c.turn_number.in_(numbers),
         )
         with storage_errors(), self.engine.connect() as conn:
@@ -197,18 +187,17 @@ class ConversationLifecycle:
         conversation (no row) or an archived one (unless asked for) never comes back, even
         while the vector store still holds its points.
         """
-        ids = list(set(conversation_ids))
-        if not ids:
+        keys = [stored_id(user_id, conversation_id) for conversation_id in set(conversation_ids)]
+        if not keys:
             return set()
         statement = select(conversations.c.conversation_id).where(
             and_(
-                conversations.c.conversation_id.in_(ids),
-                conversations.c.user_id == user_id,
+                conversations.c.conversation_id.in_(keys),
                 conversations.c.status.in_(list(statuses)),
             )
         )
         with storage_errors(), self.engine.connect() as conn:
-            return set(conn.execute(statement).scalars())
+            return {client_id(key) for key in conn.execute(statement).scalars()}
 
     def idle_conversations(
         self, *, idle_since: datetime, user_id: str | None = None, limit: int = 100
@@ -223,11 +212,10 @@ class ConversationLifecycle:
             statement = statement.where(conversations.c.user_id == user_id)
         statement = statement.order_by(conversations.c.id).limit(max(limit, 0))
         with storage_errors(), self.engine.connect() as conn:
-            return [(row.user_id or "", row.conversation_id) for row in conn.execute(statement)]
+            rows = conn.execute(statement).all()
+        return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
 
-    async def adelete_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
-    ) -> bool:
+    async def adelete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
         """Async :meth:`delete_conversation`."""
         return await run_in_executor(
             None, self.delete_conversation, conversation_id, user_id=user_id

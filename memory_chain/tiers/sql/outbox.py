@@ -33,7 +33,12 @@ from memory_chain.tiers.sql.models import (
     summaries,
     turns,
 )
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors, turn_from_row
+from memory_chain.tiers.sql.rows import (
+    conversation_scope,
+    naive_utc,
+    storage_errors,
+    turn_from_row,
+)
 
 if TYPE_CHECKING:
     from memory_chain.tiers.sql.store import SQLStore
@@ -68,10 +73,10 @@ def _enqueue_statement() -> Executable:
     return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
 
 
-def enqueue_range(conn: Connection, conversation_id: str, first: int, last: int) -> None:
-    """Queue turns ``first..last`` of a conversation (inside the caller's transaction)."""
+def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
+    """Queue turns ``first..last`` of a conversation by its stored id (inside a transaction)."""
     parameters = {
-        "cid": conversation_id,
+        "cid": stored,
         "first": first,
         "last": last,
         "enqueued_at": naive_utc(utcnow()),
@@ -137,23 +142,19 @@ class EmbeddingOutbox:
         )
 
     def enqueue(self, *, user_id: str | None = None, conversation_id: str | None = None) -> int:
-        """Queue every stored turn (of a user, or a conversation) again, e.g. to reindex.
+        """Queue every stored turn (of a user, a conversation, or both) again, e.g. to reindex.
+
+        A conversation id without a user queues that conversation of every user.
 
         Returns:
             How many turns were added (turns already queued are not counted).
         """
 
         def work(conn: Connection) -> int:
-            chosen = select(turns.c.id).where(~exists().where(outbox.c.turn_id == turns.c.id))
-            if conversation_id is not None:
-                chosen = chosen.where(turns.c.conversation_id == conversation_id)
-            if user_id is not None:
-                chosen = chosen.where(
-                    exists().where(
-                        conversations.c.conversation_id == turns.c.conversation_id,
-                        conversations.c.user_id == user_id,
-                    )
-                )
+            chosen = select(turns.c.id).where(
+                ~exists().where(outbox.c.turn_id == turns.c.id),
+                *conversation_scope(turns.c.conversation_id, user_id, conversation_id),
+            )
             before = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
             conn.execute(insert(outbox).from_select(["turn_id"], chosen))
             after = conn.execute(select(func.count()).select_from(outbox)).scalar_one()

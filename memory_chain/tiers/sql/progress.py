@@ -9,7 +9,7 @@ from sqlalchemy import Subquery, func, select
 
 from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.models import conversations, summaries
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors
+from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
 from memory_chain.tiers.sql.store import SQLStore
 
 
@@ -35,10 +35,10 @@ def _covered() -> Subquery:
     )
 
 
-def summarized_through(store: SQLStore, conversation_id: str) -> int:
+def summarized_through(store: SQLStore, conversation_id: str, user_id: str) -> int:
     """The last turn number covered by a stored summary (0 when none)."""
     statement = select(func.coalesce(func.max(summaries.c.turn_range_end), 0)).where(
-        summaries.c.conversation_id == conversation_id
+        summaries.c.conversation_id == stored_id(user_id, conversation_id)
     )
     with storage_errors(), store.engine.connect() as conn:
         return int(conn.execute(statement).scalar_one())
@@ -84,7 +84,7 @@ def backlog(
         rows = conn.execute(statement).all()
     return [
         Backlog(
-            conversation_id=row.conversation_id,
+            conversation_id=client_id(row.conversation_id),
             user_id=row.user_id or "",
             summarized_through=int(row.through),
             turn_count=int(row.turn_count or 0),

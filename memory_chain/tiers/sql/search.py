@@ -25,6 +25,7 @@ from typing import Any, Literal
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, text
 
 from memory_chain.schemas import KeywordHit, as_utc
+from memory_chain.tiers.sql.rows import client_id
 
 Kind = Literal["turn", "summary"]
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -371,7 +372,7 @@ def keyword_search(
         connection: An open connection to the tier-2 database.
         query: Free text; only its words are used.
         user_id: Restrict to this user's conversations (``None``: every user).
-        conversation_id: Restrict to one conversation.
+        conversation_id: Restrict to one conversation (its stored id).
         kinds: Which of turns and summaries to search.
         limit: Most hits per kind.
         use_fts: Use the full-text index (False falls back to LIKE).
@@ -415,7 +416,7 @@ def _to_hit(kind: Kind, row: Any) -> KeywordHit:
         conversation_id, turn_number, role, content, timestamp, score = row
         return KeywordHit(
             kind="turn",
-            conversation_id=conversation_id,
+            conversation_id=client_id(conversation_id),
             text=content,
             score=float(score),
             timestamp=as_utc(timestamp),
@@ -425,7 +426,7 @@ def _to_hit(kind: Kind, row: Any) -> KeywordHit:
     conversation_id, start, end, summary_text, created_at, score = row
     return KeywordHit(
         kind="summary",
-        conversation_id=conversation_id,
+        conversation_id=client_id(conversation_id),
         text=summary_text,
         score=float(score),
         timestamp=as_utc(created_at),

@@ -6,8 +6,11 @@ the conversation's lock (``BEGIN IMMEDIATE`` on SQLite, ``SELECT ... FOR UPDATE`
 PostgreSQL), so concurrent writers to one conversation get contiguous, unique turn numbers.
 Input is validated before the transaction starts: a bad batch changes nothing.
 
-Every read takes an optional ``user_id``; when given, a conversation of another user behaves
-as if it did not exist. Async methods run the sync ones in LangChain's executor.
+Conversation ids are each user's own: every method that names a conversation takes its
+``user_id``, and the row is stored under ``"<user_id>/<conversation_id>"``
+(:func:`~memory_chain.tiers.sql.rows.stored_id`), so one user's choice of id neither blocks
+nor reveals another's. Everything returned carries the id the client uses. Async methods run
+the sync ones in LangChain's executor.
 
 Example:
     >>> from memory_chain.schemas import NewTurn
@@ -35,7 +38,6 @@ from sqlalchemy import (
     Engine,
     Executable,
     bindparam,
-    exists,
     func,
     insert,
     select,
@@ -71,6 +73,7 @@ from memory_chain.tiers.sql.rows import (
     conversation_from_row,
     naive_utc,
     storage_errors,
+    stored_id,
     summary_from_row,
     turn_from_row,
 )
@@ -132,6 +135,15 @@ def _append_statements(dialect: str) -> _AppendStatements:
     return _AppendStatements(create, lock, insert(turns), count)
 
 
+def _scoped_key(user_id: str | None, conversation_id: str | None) -> str | None:
+    """The stored id of a search's conversation (it needs the user who owns it)."""
+    if conversation_id is None:
+        return None
+    if user_id is None:
+        raise InvalidInputError("a search within one conversation needs its user_id")
+    return stored_id(user_id, conversation_id)
+
+
 class SQLStore(ConversationLifecycle):
     """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
 
@@ -177,9 +189,10 @@ class SQLStore(ConversationLifecycle):
     ) -> Any:
         """Create the conversation if needed and lock its row for this transaction."""
         statements = _append_statements(self._dialect)
-        conn.execute(statements.create, {"cid": conversation_id, "uid": user_id, "now": now})
-        row = conn.execute(statements.lock, {"cid": conversation_id}).one()
-        if row.user_id != user_id:
+        key = stored_id(user_id, conversation_id)
+        conn.execute(statements.create, {"cid": key, "uid": user_id, "now": now})
+        row = conn.execute(statements.lock, {"cid": key}).one()
+        if row.user_id != user_id:  # pragma: no cover - the stored id names its owner
             raise ConversationNotFoundError(conversation_id)
         return row
 
@@ -223,6 +236,8 @@ class SQLStore(ConversationLifecycle):
         validate_new_turns(new_turns, max_chars=self._max_chars)
         now = utcnow()
 
+        key = stored_id(user_id, conversation_id)
+
         def work(conn: Connection) -> list[Turn]:
             state = self._lock_conversation(conn, conversation_id, user_id, now)
             first = (state.turn_count or 0) + 1
@@ -242,7 +257,7 @@ class SQLStore(ConversationLifecycle):
                 statements.add_turns,
                 [
                     {
-                        "conversation_id": conversation_id,
+                        "conversation_id": key,
                         "turn_number": turn.turn_number,
                         "role": turn.role,
                         "content": turn.content,
@@ -257,7 +272,7 @@ class SQLStore(ConversationLifecycle):
             conn.execute(
                 statements.count,
                 {
-                    "cid": conversation_id,
+                    "cid": key,
                     "new_turn_count": stored[-1].turn_number,
                     "new_total_tokens": (state.total_tokens or 0)
                     + sum(turn.content_tokens for turn in stored),
@@ -265,7 +280,7 @@ class SQLStore(ConversationLifecycle):
                 },
             )
             if self.queue_embeddings:
-                enqueue_range(conn, conversation_id, first, stored[-1].turn_number)
+                enqueue_range(conn, key, first, stored[-1].turn_number)
             return stored
 
         result: list[Turn] = self.run_write(work)
@@ -279,7 +294,7 @@ class SQLStore(ConversationLifecycle):
         *,
         token_count: int | None = None,
         running_summary: str | None = None,
-        user_id: str | None = None,
+        user_id: str,
     ) -> Summary | None:
         """Store the summary of a turn range, and optionally the new running summary.
 
@@ -292,7 +307,7 @@ class SQLStore(ConversationLifecycle):
             turn_range: First and last turn number, inclusive.
             token_count: Tokens of the summary.
             running_summary: New value of ``conversations.summary``.
-            user_id: When given, the conversation must belong to this user.
+            user_id: The conversation's owner.
 
         Returns:
             The stored summary, or ``None`` if the range was already summarized.
@@ -309,14 +324,15 @@ class SQLStore(ConversationLifecycle):
         if not 1 <= start <= end:
             raise InvalidInputError(f"invalid turn range {turn_range}: need 1 <= start <= end")
         now = utcnow()
+        key = stored_id(user_id, conversation_id)
 
         def work(conn: Connection) -> Summary | None:
             row = conn.execute(
                 select(conversations.c.user_id, conversations.c.turn_count)
-                .where(conversations.c.conversation_id == conversation_id)
+                .where(conversations.c.conversation_id == key)
                 .with_for_update()
             ).first()
-            if row is None or (user_id is not None and row.user_id != user_id):
+            if row is None:
                 raise ConversationNotFoundError(conversation_id)
             if end > (row.turn_count or 0):
                 raise InvalidInputError(
@@ -326,7 +342,7 @@ class SQLStore(ConversationLifecycle):
             inserted = conn.execute(
                 self._insert()(summaries)
                 .values(
-                    conversation_id=conversation_id,
+                    conversation_id=key,
                     summary_text=summary_text,
                     turn_range_start=start,
                     turn_range_end=end,
@@ -340,11 +356,11 @@ class SQLStore(ConversationLifecycle):
                 return None
             if self.queue_embeddings:
                 # The range's points carry its summary: rewrite their payloads.
-                add_task(conn, "refresh", row.user_id or "", conversation_id, (start, end))
+                add_task(conn, "refresh", user_id, conversation_id, (start, end))
             if running_summary is not None:
                 conn.execute(
                     update(conversations)
-                    .where(conversations.c.conversation_id == conversation_id)
+                    .where(conversations.c.conversation_id == key)
                     .values(summary=running_summary)
                 )
             return Summary(conversation_id, summary_text, start, end, now, token_count)
@@ -357,14 +373,10 @@ class SQLStore(ConversationLifecycle):
 
     # -- reads --------------------------------------------------------------------------
 
-    def get_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
-    ) -> ConversationInfo | None:
-        """A conversation's row, or ``None`` if it does not exist (for ``user_id``)."""
-        statement = select(conversations).where(conversations.c.conversation_id == conversation_id)
-        if user_id is not None:
-            statement = statement.where(conversations.c.user_id == user_id)
-        rows = self._read(statement)
+    def get_conversation(self, conversation_id: str, *, user_id: str) -> ConversationInfo | None:
+        """A conversation's row, or ``None`` if ``user_id`` has no conversation of that id."""
+        key = stored_id(user_id, conversation_id)
+        rows = self._read(select(conversations).where(conversations.c.conversation_id == key))
         return conversation_from_row(rows[0]) if rows else None
 
     def list_conversations(
@@ -392,25 +404,24 @@ class SQLStore(ConversationLifecycle):
         self,
         conversation_id: str,
         *,
-        user_id: str | None = None,
+        user_id: str,
         after: int = 0,
         limit: int | None = None,
     ) -> list[Turn]:
         """Turns with number greater than ``after``, oldest first, at most ``limit``."""
         statement = select(turns).where(
-            turns.c.conversation_id == conversation_id, turns.c.turn_number > after
+            turns.c.conversation_id == stored_id(user_id, conversation_id),
+            turns.c.turn_number > after,
         )
-        statement = self._owned(statement, user_id).order_by(turns.c.turn_number)
+        statement = statement.order_by(turns.c.turn_number)
         if limit is not None:
             statement = statement.limit(max(limit, 0))
         return [turn_from_row(row) for row in self._read(statement)]
 
-    def recent_turns(
-        self, conversation_id: str, count: int, *, user_id: str | None = None
-    ) -> list[Turn]:
+    def recent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """The last ``count`` turns, oldest first."""
-        statement = select(turns).where(turns.c.conversation_id == conversation_id)
-        statement = self._owned(statement, user_id)
+        key = stored_id(user_id, conversation_id)
+        statement = select(turns).where(turns.c.conversation_id == key)
         statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
         return [turn_from_row(row) for row in reversed(self._read(statement))]
 
@@ -422,10 +433,10 @@ class SQLStore(ConversationLifecycle):
                 for table in (conversations, turns, summaries)
             }
 
-    def get_summaries(self, conversation_id: str, *, user_id: str | None = None) -> list[Summary]:
+    def get_summaries(self, conversation_id: str, *, user_id: str) -> list[Summary]:
         """Every stored range summary, in turn order."""
-        statement = select(summaries).where(summaries.c.conversation_id == conversation_id)
-        statement = self._owned(statement, user_id, summaries.c.conversation_id)
+        key = stored_id(user_id, conversation_id)
+        statement = select(summaries).where(summaries.c.conversation_id == key)
         rows = self._read(statement.order_by(summaries.c.turn_range_start))
         return [summary_from_row(row) for row in rows]
 
@@ -444,7 +455,8 @@ class SQLStore(ConversationLifecycle):
         Args:
             query: Free text.
             user_id: Restrict to this user's conversations (``None``: every user).
-            conversation_id: Restrict to one conversation (archived or not: it is named).
+            conversation_id: Restrict to one conversation of ``user_id`` (archived or not: it
+                is named).
             kinds: ``"turn"``, ``"summary"`` or both.
             limit: Most hits per kind.
             include_archived: Search archived conversations too.
@@ -452,6 +464,7 @@ class SQLStore(ConversationLifecycle):
         Returns:
             Hits, best first within each kind; scores are higher for better matches.
         """
+        key = _scoped_key(user_id, conversation_id)
         with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
@@ -459,7 +472,7 @@ class SQLStore(ConversationLifecycle):
                 conn,
                 query,
                 user_id=user_id,
-                conversation_id=conversation_id,
+                conversation_id=key,
                 kinds=kinds,
                 limit=limit,
                 use_fts=self._fts,
@@ -493,22 +506,10 @@ class SQLStore(ConversationLifecycle):
                 conn,
                 words,
                 user_id=user_id,
-                conversation_id=conversation_id,
+                conversation_id=_scoped_key(user_id, conversation_id),
                 share=share,
                 min_rows=min_rows,
             )
-
-    @staticmethod
-    def _owned(statement: Any, user_id: str | None, column: Any = None) -> Any:
-        """Restrict ``statement`` to conversations of ``user_id`` (one indexed lookup)."""
-        if user_id is None:
-            return statement
-        target = column if column is not None else turns.c.conversation_id
-        return statement.where(
-            exists().where(
-                conversations.c.conversation_id == target, conversations.c.user_id == user_id
-            )
-        )
 
     # -- async twins ----------------------------------------------------------------------
 
@@ -528,7 +529,7 @@ class SQLStore(ConversationLifecycle):
         *,
         token_count: int | None = None,
         running_summary: str | None = None,
-        user_id: str | None = None,
+        user_id: str,
     ) -> Summary | None:
         """Async :meth:`add_summary`."""
         return await run_in_executor(
@@ -543,7 +544,7 @@ class SQLStore(ConversationLifecycle):
         )
 
     async def aget_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
+        self, conversation_id: str, *, user_id: str
     ) -> ConversationInfo | None:
         """Async :meth:`get_conversation`."""
         return await run_in_executor(None, self.get_conversation, conversation_id, user_id=user_id)
@@ -552,7 +553,7 @@ class SQLStore(ConversationLifecycle):
         self,
         conversation_id: str,
         *,
-        user_id: str | None = None,
+        user_id: str,
         after: int = 0,
         limit: int | None = None,
     ) -> list[Turn]:
@@ -561,9 +562,7 @@ class SQLStore(ConversationLifecycle):
             None, self.get_turns, conversation_id, user_id=user_id, after=after, limit=limit
         )
 
-    async def arecent_turns(
-        self, conversation_id: str, count: int, *, user_id: str | None = None
-    ) -> list[Turn]:
+    async def arecent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """Async :meth:`recent_turns`."""
         return await run_in_executor(
             None, self.recent_turns, conversation_id, count, user_id=user_id

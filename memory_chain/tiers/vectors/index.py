@@ -26,12 +26,14 @@ POINT_NAMESPACE = uuid.UUID("5b0f3a52-3c1e-4d55-9d36-6f0a39c0e3b1")
 
 
 @functools.lru_cache(maxsize=65536)
-def point_id(conversation_id: str, turn_number: int) -> str:
+def point_id(user_id: str, conversation_id: str, turn_number: int) -> str:
     """The deterministic id of a turn's point: embedding a turn twice overwrites one point.
 
-    Cached: retrieval asks for the ids of a hundred neighbouring turns per query.
+    Conversation ids are each user's own (two users may both have a "notes"), so the owner is
+    part of the id. Cached: retrieval asks for the ids of a hundred neighbouring turns per
+    query.
     """
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{conversation_id}\x1f{turn_number}"))
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{user_id}/{conversation_id}\x1f{turn_number}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +177,8 @@ def check_point_id(value: str) -> str:
         uuid.UUID(value)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InvalidInputError(
-            f"point id {value!r} is not a UUID: build ids with point_id(conversation_id, turn)"
+            f"point id {value!r} is not a UUID: build ids with "
+            "point_id(user_id, conversation_id, turn)"
         ) from exc
     return value
 

@@ -135,7 +135,7 @@ class TurnIndexer:
         self.index.upsert(
             [
                 VectorPoint(
-                    id=point_id(p.turn.conversation_id, p.turn.turn_number),
+                    id=point_id(p.user_id, p.turn.conversation_id, p.turn.turn_number),
                     vector=vector,
                     payload=payload_of(p),
                 )
@@ -280,7 +280,7 @@ class TurnIndexer:
             return
         if task.kind == "forget_fact":
             if self.facts is not None and task.conversation_id and task.turns:
-                fact = point_id(task.conversation_id, task.turns[0])
+                fact = point_id(task.user_id, task.conversation_id, task.turns[0])
                 self.facts.index.delete(VectorFilter(user_id=task.user_id, ids=(fact,)))
             return
         # forget: settle first, so that no embedded turn of the scope is settled after its
@@ -299,7 +299,7 @@ class TurnIndexer:
         if task.conversation_id is None or task.turns is None:
             return
         first, last = task.turns
-        ids = tuple(point_id(task.conversation_id, n) for n in range(first, last + 1))
+        ids = tuple(point_id(task.user_id, task.conversation_id, n) for n in range(first, last + 1))
         where = VectorFilter(user_id=task.user_id, conversation_id=task.conversation_id, ids=ids)
         points = list(self.index.scroll(where))
         if not points:

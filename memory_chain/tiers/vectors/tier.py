@@ -55,14 +55,14 @@ class Tier3:
 
     def payloads(self, user_id: str, turns: Iterable[TurnKey]) -> dict[TurnKey, TurnPayload]:
         """The stored payloads of these ``(conversation_id, turn_number)``s of ``user_id``."""
-        found = self.index.payloads(user_id, [point_id(c, n) for c, n in turns])
+        found = self.index.payloads(user_id, [point_id(user_id, c, n) for c, n in turns])
         return {(p.conversation_id, p.turn_number): p for p in found}
 
     def scores(
         self, vector: list[float], user_id: str, turns: Iterable[TurnKey]
     ) -> dict[TurnKey, float]:
         """The cosine of ``vector`` with each of these stored turns of ``user_id``."""
-        keys = {point_id(c, n): (c, n) for c, n in turns}
+        keys = {point_id(user_id, c, n): (c, n) for c, n in turns}
         found = self.index.scores(vector, user_id, list(keys))
         return {keys[point]: score for point, score in found.items()}
 

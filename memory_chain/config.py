@@ -60,6 +60,18 @@ class MemorySettings(BaseSettings):
     consolidation_idle_seconds: float = Field(
         default=3600.0, gt=0, description="Silence after which a conversation is consolidated."
     )
+    memory_retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Purge conversations silent for longer than this many days, from every "
+        "tier (checked on the idle scan). Unset: kept forever.",
+    )
+    memory_max_conversations_per_user: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep at most this many conversations per user: the least recently active "
+        "beyond it are purged from every tier (checked on the idle scan). Unset: no limit.",
+    )
     memory_tier1_max_conversations: int = Field(
         default=1_000,
         ge=1,

@@ -124,6 +124,8 @@ class ConsolidationService:
         self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
         self._stop = threading.Event()
         self._scanner: threading.Thread | None = None
+        #: Also run on every idle scan (retention, for one), each failure logged.
+        self.on_scan: list[Callable[[], object]] = []
 
     # -- triggers ---------------------------------------------------------------------------
 
@@ -399,10 +401,11 @@ class ConsolidationService:
         except MemoryChainError as exc:
             logger.warning("could not resume the consolidation backlog: %s", exc)
         while not self._stop.wait(self.settings.scan_seconds):
-            try:
-                self.scan_idle()
-            except MemoryChainError as exc:
-                logger.warning("idle scan failed: %s", exc)
+            for scan in (self.scan_idle, *self.on_scan):
+                try:
+                    scan()
+                except MemoryChainError as exc:
+                    logger.warning("idle scan failed: %s", exc)
 
     def halt(self) -> None:
         """Start no new consolidation or range (no locks: a signal handler may call it)."""

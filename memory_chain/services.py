@@ -20,6 +20,7 @@ from memory_chain.consolidation import ConsolidationService, ConsolidationSettin
 from memory_chain.errors import MemoryChainError
 from memory_chain.llm import ChatModels, open_chat_models
 from memory_chain.manager import MemoryManager
+from memory_chain.retention import Retention
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -216,6 +217,13 @@ def open_services(
             ),
         )
         manager.listeners.append(consolidation)
+        retention = Retention(
+            manager,
+            days=settings.memory_retention_days,
+            max_per_user=settings.memory_max_conversations_per_user,
+        )
+        if retention.enabled:
+            consolidation.on_scan.append(retention.sweep)
         services.models = models
         services.consolidation = consolidation
         services.chain = build_chat_chain(

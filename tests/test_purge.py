@@ -1,29 +1,38 @@
-"""Purged and archived conversations, through every read path, with the embedded vector store.
+"""Purged, archived and expired conversations, through every read path, with the embedded index.
 
 A purge removes the rows at once and queues the deletion of the points and facts in tier 2;
 the vector store may be down then, and come back before the backfill has done it. Nothing of
 the purged conversation may come back through any path meanwhile: the chat's memory context
 (the prompt the model gets), the search endpoint's search, the LangServe retriever and the
 user's facts. Archived conversations are left out too, unless the caller asks for them.
+Retention purges conversations silent for too long, and each user's beyond a number, the same
+way, on the idle scan.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
+from sqlalchemy import update
 
 from memory_chain.chain import build_chat_chain
+from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import VectorStoreError
 from memory_chain.manager import MemoryManager
+from memory_chain.retention import Retention
 from memory_chain.retrieval.retriever import MemoryRetriever
-from memory_chain.schemas import NewTurn
+from memory_chain.schemas import NewTurn, utcnow
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.sql.tasks import VectorTasks
 from memory_chain.tiers.vectors.edge import EdgeIndex
@@ -193,3 +202,73 @@ def test_archived_conversations_are_found_only_when_asked(memory: MemoryManager)
         "kept",
         "old",
     }
+
+
+def _age(manager: MemoryManager, user_id: str, conversation_id: str, days: float) -> None:
+    """Make a conversation look silent for ``days`` (its last message that long ago)."""
+    when = (utcnow() - timedelta(days=days)).replace(tzinfo=None)
+    with manager.store.engine.begin() as conn:
+        conn.execute(
+            update(conversations)
+            .where(conversations.c.conversation_id == f"{user_id}/{conversation_id}")
+            .values(last_message_at=when, created_at=when)
+        )
+
+
+def test_retention_purges_old_and_surplus_conversations_from_every_tier(
+    memory: MemoryManager,
+) -> None:
+    manager = memory
+    assert manager.tier3 is not None
+    for user, conversation, days in [
+        ("ana", "old", 100),
+        ("ana", "recent", 1),
+        ("bob", "b1", 20),
+        ("bob", "b2", 10),
+        ("bob", "b3", 5),
+    ]:
+        _store_as(manager, user, conversation, f"Please remember this: {conversation} is mine.")
+        _age(manager, user, conversation, days)
+    manager.tier3.indexer.drain()
+    assert not Retention(manager, days=None, max_per_user=None).enabled
+    retention = Retention(manager, days=30, max_per_user=2)
+    assert retention.sweep() == 2  # ana's silent "old", bob's least recent beyond two
+    assert retention.sweep() == 0
+    left = {
+        (user, info.conversation_id)
+        for user in ("ana", "bob")
+        for info in manager.store.list_conversations(user_id=user)
+    }
+    assert left == {("ana", "recent"), ("bob", "b2"), ("bob", "b3")}
+    scroll = {(p.payload.user_id, p.payload.conversation_id) for p in manager.tier3.index.scroll()}
+    assert scroll == left
+    assert manager.tier3.facts is not None
+    facts = {
+        (p.payload.user_id, p.payload.conversation_id) for p in manager.tier3.facts.index.scroll()
+    }
+    assert facts == left
+
+
+def _store_as(manager: MemoryManager, user: str, conversation: str, text: str) -> None:
+    manager.add_turns(conversation, user, [NewTurn("user", text), NewTurn("assistant", "Noted.")])
+
+
+def test_the_idle_scan_runs_the_retention_sweep(memory: MemoryManager) -> None:
+    manager = memory
+    _store_as(manager, "ana", "old", "An old chat.")
+    _age(manager, "ana", "old", 400)
+    service = ConsolidationService(
+        manager.store,
+        manager.buffer,
+        RunnableLambda(lambda _inputs: "summary"),
+        settings=ConsolidationSettings(scan_seconds=0.05),
+    )
+    service.on_scan.append(Retention(manager, days=365, max_per_user=None).sweep)
+    service.start()
+    try:
+        deadline = time.monotonic() + 30
+        while manager.store.list_conversations(user_id="ana") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        service.stop()
+    assert manager.store.list_conversations(user_id="ana") == []

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables.config import run_in_executor
-from sqlalchemy import Connection, Engine, and_, delete, insert, select, update
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError
 from memory_chain.schemas import ConversationStatus, utcnow
@@ -211,6 +211,34 @@ class ConversationLifecycle:
         if user_id is not None:
             statement = statement.where(conversations.c.user_id == user_id)
         statement = statement.order_by(conversations.c.id).limit(max(limit, 0))
+        with storage_errors(), self.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
+
+    def over_cap(self, max_per_user: int, *, limit: int = 100) -> list[tuple[str, str]]:
+        """Each user's conversations beyond their ``max_per_user`` most recently active.
+
+        Returns:
+            ``(user_id, conversation_id)`` pairs, the least recently active first.
+        """
+        recency = func.coalesce(conversations.c.last_message_at, conversations.c.created_at)
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=conversations.c.user_id,
+                order_by=(recency.desc(), conversations.c.id.desc()),
+            )
+            .label("rank")
+        )
+        ranked = select(
+            conversations.c.user_id, conversations.c.conversation_id, recency.label("at"), rank
+        ).subquery()
+        statement = (
+            select(ranked.c.user_id, ranked.c.conversation_id)
+            .where(ranked.c.rank > max(max_per_user, 0))
+            .order_by(ranked.c.at)
+            .limit(max(limit, 0))
+        )
         with storage_errors(), self.engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]

@@ -255,6 +255,7 @@ class MemoryManager:
         facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
+        tags: Sequence[str] | None = None,
     ) -> Found:
         """The retrieval every path uses (:meth:`MemorySearch.find`), ids checked.
 
@@ -273,6 +274,7 @@ class MemoryManager:
             facts=facts,
             now=now,
             include_archived=include_archived,
+            tags=tags,
         )
 
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:

@@ -40,6 +40,7 @@ from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.retriever import TurnRetriever
 from memory_chain.tiers.vectors.tier import Tier3
 
 SECRET = [
@@ -272,3 +273,60 @@ def test_the_idle_scan_runs_the_retention_sweep(memory: MemoryManager) -> None:
     finally:
         service.stop()
     assert manager.store.list_conversations(user_id="ana") == []
+
+
+def test_points_carry_tags_and_their_ranges_summary_and_filter_by_tag(
+    memory: MemoryManager,
+) -> None:
+    manager = memory
+    assert manager.tier3 is not None
+    turns = [
+        ("user", "How do I fix this Python ImportError?"),
+        ("assistant", "Install the package:\n```\npip install requests\n```"),
+        ("user", "Please remember this: the build server is called ares."),
+        ("assistant", "Noted."),
+    ]
+    manager.add_turns("dev", "ana", [NewTurn(role, text) for role, text in turns])  # type: ignore[arg-type]
+    manager.tier3.indexer.drain()
+    payloads = {p.payload.turn_number: p.payload for p in manager.tier3.index.scroll()}
+    assert payloads[1].tags == ("question", "technical")
+    assert payloads[2].tags == ("code", "technical")
+    assert payloads[3].tags == ("technical", "fact")
+    assert payloads[4].tags == ()
+    assert all(p.summary is None for p in payloads.values())
+    # A summary of turns 1-4 is stored: their points carry it once the backfill has run.
+    manager.store.add_summary("dev", "Ana fixed an import error.", (1, 4), user_id="ana")
+    manager.tier3.indexer.drain()
+    summaries = {p.payload.summary for p in manager.tier3.index.scroll()}
+    assert summaries == {"Ana fixed an import error."}
+    # Turns embedded after the summary (a reindex) get it at once.
+    manager.tier3.indexer.reindex(user_id="ana")
+    assert {p.payload.summary for p in manager.tier3.index.scroll()} == summaries
+    # Filtered by tag, through tier 3's retriever and the fused retriever alike.
+    turn_retriever = TurnRetriever(
+        index=manager.tier3.index, embeddings=manager.tier3.embeddings, user_id="ana", k=10
+    )
+    questions = turn_retriever.invoke("python error", tags=["question"])
+    assert [d.metadata["turn_number"] for d in questions] == [1]
+    assert questions[0].metadata["summary"] == "Ana fixed an import error."
+    fused = MemoryRetriever(search=manager.memory_search, user_id="ana", k=10, tags=["code"])
+    documents = fused.invoke("how to install the package")
+    assert documents
+    assert all("code" in d.metadata["tags"] for d in documents)
+    assert {d.metadata["turn_number"] for d in documents} == {2}
+
+
+def test_a_dismissed_fact_stays_forgotten_through_a_reindex(memory: MemoryManager) -> None:
+    manager = memory
+    assert manager.tier3 is not None
+    _store_as(manager, "ana", "trip", "Please remember this: my seat is 14C.")
+    _store_as(manager, "ana", "work", "Please remember this: the report is due Friday.")
+    manager.tier3.indexer.drain()
+    assert {f.conversation_id for f in manager.facts("ana")} == {"trip", "work"}
+    assert not manager.dismiss_fact("ana", "trip", 2)  # the reply is not a fact
+    assert manager.dismiss_fact("ana", "trip", 1)
+    assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
+    manager.tier3.indexer.reindex()
+    assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
+    first = manager.store.get_turns("trip", user_id="ana")[0]
+    assert first.content.endswith("14C.")  # the turn itself is kept

@@ -55,6 +55,7 @@ from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.vectors.index import VectorHit, point_id
+from memory_chain.tiers.vectors.tags import turn_tags
 from memory_chain.tiers.vectors.tier import Tier3
 
 RetrievalMode = Literal["hybrid", "dense", "keyword"]
@@ -137,6 +138,7 @@ class MemorySearch:
         facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
+        tags: Collection[str] | None = None,
     ) -> Found:
         """The best ``limit`` items for ``query`` among the user's memories.
 
@@ -152,6 +154,8 @@ class MemorySearch:
             include_archived: Search archived conversations too (a conversation named by
                 ``conversation_id`` is searched archived or not). Purged conversations are
                 never found, even while tier 3 still holds their points.
+            tags: Only items with any of these tags (tier-3 points carry them; other items
+                get them from their text by the same rules).
 
         Returns:
             The items, best first, each with its fused score and sources, and what failed.
@@ -164,6 +168,7 @@ class MemorySearch:
             facts=facts,
             now=now,
             include_archived=include_archived,
+            tags=tags,
         )
         return Found(found.rank(self.settings.weights, limit), found.degraded)
 
@@ -177,6 +182,7 @@ class MemorySearch:
         facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
+        tags: Collection[str] | None = None,
     ) -> Candidates:
         """Every candidate the sources find for ``query``, before fusion.
 
@@ -184,7 +190,9 @@ class MemorySearch:
         any weights (the cross-validation of the weights gathers once per question).
         """
         settings = self.settings
-        scope = Scope(user_id, conversation_id, include_archived)
+        scope = Scope(
+            user_id, conversation_id, include_archived, tuple(tags) if tags is not None else None
+        )
         pool = Pool(exclude)
         found = Candidates(
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
@@ -230,10 +238,11 @@ class MemorySearch:
         return found
 
     def _keep_visible(self, pool: Pool, scope: Scope, degraded: list[str]) -> None:
-        """Drop the items of conversations that are purged, or archived (unless asked for).
+        """Drop items of purged or (unless asked for) archived conversations, and untagged ones.
 
-        Tier 3 is an index updated after tier 2 (a purge's points are deleted by the
-        backfill, later if the vector store is down): tier 2's rows are the authority.
+        With tags asked for, an item must have one of them. Tier 3 is an index updated after
+        tier 2 (a purge's points are deleted by the backfill, later if the vector store is
+        down): tier 2's rows are the authority.
         """
         named = {c.item.conversation_id for c in pool.items}
         if not named:
@@ -246,7 +255,13 @@ class MemorySearch:
         except MemoryChainError as exc:
             visible = set()  # unverifiable: show nothing rather than something purged
             degraded.append(f"tier2 conversation check: {exc}")
-        pool.items[:] = [c for c in pool.items if c.item.conversation_id in visible]
+        tags = set(scope.tags) if scope.tags is not None else None
+        pool.items[:] = [
+            c
+            for c in pool.items
+            if c.item.conversation_id in visible
+            and (tags is None or tags & set(turn_tags(c.item.role or "", c.item.content)))
+        ]
 
     def _submit(self, work: Callable[..., _T], *args: Any, parallel: bool) -> Future[_T]:
         """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""

@@ -120,6 +120,7 @@ def selects(where: VectorFilter, payload: TurnPayload) -> bool:
         and (where.roles is None or payload.role in where.roles)
         and (where.since is None or payload.timestamp >= as_utc(where.since))
         and (where.until is None or payload.timestamp <= as_utc(where.until))
+        and (where.tags is None or bool(set(payload.tags) & set(where.tags)))
         and (
             where.ids is None
             or point_id(payload.user_id, payload.conversation_id, payload.turn_number) in where.ids
@@ -241,6 +242,11 @@ FILTERS = {
         "u1", roles=("user",), ids=(point_id("u1", "c1", 1), point_id("u1", "c1", 2))
     ),
     "no point ids": VectorFilter("u1", ids=()),
+    # Tags: any of them (the odd turns are tagged "travel" and "t<turn>").
+    "one tag": VectorFilter("u1", tags=("travel",)),
+    "two tags": VectorFilter("u1", tags=("t2", "t3")),
+    "tags and roles": VectorFilter("u1", roles=("assistant",), tags=("travel",)),
+    "no tags": VectorFilter("u1", tags=()),
 }
 
 

@@ -105,7 +105,8 @@ class VectorFilter:
     ``user_id`` is required for searches: tier 3 never searches across users. ``roles`` is a
     tuple of role names (an empty tuple matches nothing); ``since`` and ``until`` are
     inclusive, naive values are taken as UTC; ``ids`` keeps only these point ids (ids of
-    points that do not exist are ignored; an empty tuple matches nothing).
+    points that do not exist are ignored; an empty tuple matches nothing); ``tags`` keeps the
+    points with any of these tags (an empty tuple matches nothing).
     """
 
     user_id: str | None
@@ -114,6 +115,7 @@ class VectorFilter:
     since: datetime | None = None
     until: datetime | None = None
     ids: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,10 @@ def filter_conditions(where: VectorFilter | None) -> list[Condition]:
                 as_utc(where.until) if where.until else None,
             )
         )
+    if where.tags is not None:
+        if isinstance(where.tags, str):
+            raise InvalidInputError("tags must be a sequence of tag names, not one string")
+        conditions.append(Match("tags", tuple(where.tags)))
     if where.ids is not None:
         if isinstance(where.ids, str):
             raise InvalidInputError("ids must be a sequence of point ids, not one string")

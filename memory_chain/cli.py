@@ -417,9 +417,12 @@ def bench(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write every figure to this file.")
     ] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Exit with 1 when a goal is MISSED, not only when a run fails.")
+    ] = False,
 ) -> None:
     """Run the performance suite (benchmarks/ of a source checkout) and print every goal."""
-    from memory_chain.bench import NAMES, run_suite, summary
+    from memory_chain.bench import NAMES, missed_goals, run_suite, summary
     from memory_chain.errors import InvalidInputError
 
     names = [name.strip() for name in only.split(",") if name.strip()] if only else list(NAMES)
@@ -433,4 +436,6 @@ def bench(
         json_out.write_text(json.dumps(results, indent=2, default=str) + "\n")
         typer.echo(f"figures written to {json_out}")
     if any("error" in result for result in results.values()):
+        raise typer.Exit(1)
+    if strict and missed_goals(results):
         raise typer.Exit(1)

@@ -473,3 +473,29 @@ def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
         now[0] = 61.0
         assert stats.informative(conn, "turn", ["apple", "lisbon"]) == ["lisbon"]
         assert stats.informative(conn, "turn", ["apple", "weather"]) == []
+
+
+def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> None:
+    from memory_chain.tiers.sql.lifecycle import WITH_ARCHIVED
+    from memory_chain.tiers.sql.search import CountCache
+
+    now = [0.0]
+    store.statuses = CountCache(ttl=2.0, size=100, clock=lambda: now[0])
+    for name in ("a", "b", "c"):
+        store.append_turns(name, [NewTurn("user", name)], user_id="u")
+    store.set_status("b", "archived", user_id="u")
+    named = ["a", "b", "c", "never", "d"]
+    assert store.visible_conversations("u", named) == {"a", "c"}
+    assert store.visible_conversations("u", named, statuses=WITH_ARCHIVED) == {"a", "b", "c"}
+    assert store.visible_conversations("someone-else", named) == set()
+    # A change by this process shows at once; one by another process within the TTL.
+    assert store.delete_conversation("c", user_id="u")
+    assert store.visible_conversations("u", named) == {"a"}
+    replica = SQLStore(store.engine)
+    replica.set_status("a", "archived", user_id="u")
+    assert store.visible_conversations("u", named) == {"a"}  # cached
+    now[0] += 2.5
+    assert store.visible_conversations("u", named) == set()
+    # A conversation created since is found at once (what is missing is never cached).
+    store.append_turns("d", [NewTurn("user", "d")], user_id="u")
+    assert store.visible_conversations("u", named) == {"d"}

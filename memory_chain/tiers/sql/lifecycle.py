@@ -14,10 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from langchain_core.runnables.config import run_in_executor
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Executable,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError
 from memory_chain.schemas import ConversationStatus, utcnow
@@ -29,6 +40,7 @@ from memory_chain.tiers.sql.models import (
     turns,
 )
 from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
+from memory_chain.tiers.sql.search import CountCache
 from memory_chain.tiers.sql.tasks import add_task
 
 STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
@@ -37,11 +49,28 @@ ACTIVE: tuple[str, ...] = ("active",)
 WITH_ARCHIVED: tuple[str, ...] = ("active", "archived")
 
 
+#: Statuses as the visibility cache keeps them (a missing or unknown status counts as hidden).
+_STATUS_CODES = {"active": 0, "archived": 1, "deleted": 2}
+#: Seconds a conversation's status is reused by retrieval. A change made by this process
+#: clears the cache at once; one made by another process (a replica, the CLI) shows within it.
+STATUS_TTL = 2.0
+
+
+@cache
+def _status_statement() -> Executable:
+    # Built once, with bind parameters: retrieval runs it.
+    return select(conversations.c.conversation_id, conversations.c.status).where(
+        conversations.c.conversation_id.in_(bindparam("keys", expanding=True))
+    )
+
+
 class ConversationLifecycle:
     """Archiving and purging, for :class:`SQLStore` (which provides the attributes below)."""
 
     engine: Engine
     queue_embeddings: bool
+    #: Statuses by stored id, for :meth:`visible_conversations` (see :data:`STATUS_TTL`).
+    statuses: CountCache
 
     def run_write(self, work: Any) -> Any:  # pragma: no cover - provided by SQLStore
         """Run ``work(conn)`` in one write transaction."""
@@ -64,6 +93,7 @@ class ConversationLifecycle:
                 raise ConversationNotFoundError(conversation_id)
 
         self.run_write(work)
+        self.statuses.clear()
 
     def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
         """Purge a conversation: its rows now, its points and facts through the task queue.
@@ -83,6 +113,7 @@ class ConversationLifecycle:
             return True
 
         deleted: bool = self.run_write(work)
+        self.statuses.clear()
         return deleted
 
     def delete_user(self, user_id: str) -> int:
@@ -104,6 +135,7 @@ class ConversationLifecycle:
             return len(ids)
 
         removed: int = self.run_write(work)
+        self.statuses.clear()
         return removed
 
     @staticmethod
@@ -183,21 +215,24 @@ class ConversationLifecycle:
     ) -> set[str]:
         """Which of ``conversation_ids`` exist for ``user_id`` with one of ``statuses``.
 
-        One indexed lookup: what retrieval checks its candidates against, so that a purged
-        conversation (no row) or an archived one (unless asked for) never comes back, even
-        while the vector store still holds its points.
+        What retrieval checks its candidates against, so that a purged conversation (no row)
+        or an archived one (unless asked for) never comes back, even while the vector store
+        still holds its points. One indexed lookup of the statuses not cached (statuses are
+        kept :data:`STATUS_TTL` seconds; every change this process makes clears them).
         """
         keys = [stored_id(user_id, conversation_id) for conversation_id in set(conversation_ids)]
         if not keys:
             return set()
-        statement = select(conversations.c.conversation_id).where(
-            and_(
-                conversations.c.conversation_id.in_(keys),
-                conversations.c.status.in_(list(statuses)),
-            )
-        )
-        with storage_errors(), self.engine.connect() as conn:
-            return {client_id(key) for key in conn.execute(statement).scalars()}
+        known = self.statuses.fresh(keys)
+        missing = [key for key in keys if key not in known]
+        if missing:
+            with storage_errors(), self.engine.connect() as conn:
+                rows = conn.execute(_status_statement(), {"keys": missing}).all()
+            found = {row.conversation_id: _STATUS_CODES.get(row.status, -1) for row in rows}
+            self.statuses.store(found)  # absent ones are asked again: they may be created
+            known.update(found)
+        wanted = {_STATUS_CODES[status] for status in statuses}
+        return {client_id(str(key)) for key, code in known.items() if code in wanted}
 
     def idle_conversations(
         self, *, idle_since: datetime, user_id: str | None = None, limit: int = 100

@@ -143,6 +143,11 @@ class CountCache:
                     found[key] = cached[1]
         return found
 
+    def clear(self) -> None:
+        """Forget every count."""
+        with self._lock:
+            self._counts.clear()
+
     def store(self, counts: dict[Hashable, int]) -> None:
         """Keep ``counts`` from now on."""
         now = self.clock()

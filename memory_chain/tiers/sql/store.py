@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -66,7 +67,12 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.engine import writer
-from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED, ConversationLifecycle
+from memory_chain.tiers.sql.lifecycle import (
+    ACTIVE,
+    STATUS_TTL,
+    WITH_ARCHIVED,
+    ConversationLifecycle,
+)
 from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
@@ -78,6 +84,7 @@ from memory_chain.tiers.sql.rows import (
     turn_from_row,
 )
 from memory_chain.tiers.sql.search import (
+    CountCache,
     Kind,
     ScopeStats,
     TermStats,
@@ -178,6 +185,7 @@ class SQLStore(ConversationLifecycle):
         self._fts: bool | None = None
         self._term_stats = TermStats()
         self._scope_stats = ScopeStats()
+        self.statuses = CountCache(ttl=STATUS_TTL, size=8_192, clock=time.monotonic)
 
     # -- writes -------------------------------------------------------------------------
 

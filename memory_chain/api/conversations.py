@@ -1,7 +1,8 @@
 """The seed's conversation endpoints, every one scoped to the calling user.
 
-A conversation of another user answers exactly like a missing one (404), so ids cannot be
-probed.
+Conversation ids are each user's own: a conversation of another user answers exactly like a
+missing one (404), and writing under an id another user also has creates the caller's own
+conversation, as under a free id (201), so ids can neither be probed nor taken.
 """
 
 from __future__ import annotations

@@ -553,8 +553,11 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
             SUMMARY_REPLY,
             (1, through),
             running_summary=SUMMARY_REPLY,
+            user_id=conversation.user_id,
         )
-        services.buffer.prune(conversation.conversation_id, keep_last=UNSUMMARIZED_TAIL)
+        services.buffer.prune(
+            conversation.conversation_id, UNSUMMARIZED_TAIL, user_id=conversation.user_id
+        )
     figures["summaries_seconds"] = time.perf_counter() - t0
 
     model = WaitingChatModel(seconds=settings.summary_seconds)
@@ -690,7 +693,7 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
         consolidation.trigger_reason(scratch, c.user_id, turn_count=stored[-1].turn_number)
         t2 = clock()
         # As after a chat write: the conversation is in tier 1 (the scratch one is not).
-        meta = manager.buffer.metadata(c.conversation_id)
+        meta = manager.buffer.metadata(c.conversation_id, c.user_id)
         count = meta.turn_count if meta is not None else None
         t3 = clock()
         consolidation.trigger_reason(c.conversation_id, c.user_id, turn_count=count)

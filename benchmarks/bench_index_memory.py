@@ -58,7 +58,7 @@ def make_points(start: int, count: int, rng: np.random.Generator) -> list[Vector
         turn = number % 10 + 1
         points.append(
             VectorPoint(
-                id=point_id(conversation, turn),
+                id=point_id(f"user-{number % 100}", conversation, turn),
                 vector=vector.tolist(),
                 payload=TurnPayload(
                     conversation_id=conversation,

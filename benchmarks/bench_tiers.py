@@ -281,6 +281,7 @@ def bench_tier1(
         for conversation_id, user_id in conversations
     }
     ids = [conversation_id for conversation_id, _ in conversations]
+    users = dict(conversations)
 
     # Warm-up: touch every conversation once (misses load from SQL); the buffer keeps the
     # last 1,000 touched.
@@ -298,7 +299,7 @@ def bench_tier1(
     deadline = clock() + int(options.phase_seconds * 1e9)
     for _ in range(options.hit_rate_reads):
         conversation_id = rng.choice(ids)
-        present = conversation_id in buffer
+        present = (users[conversation_id], conversation_id) in buffer
         history = histories[conversation_id]
         start = clock()
         messages = history.messages
@@ -311,7 +312,7 @@ def bench_tier1(
     accesses = len(hits) + len(misses)
 
     # Warm reads: only conversations present in the buffer (no miss can evict one now).
-    resident = [conversation_id for conversation_id in ids if conversation_id in buffer]
+    resident = [c for c in ids if (users[c], c) in buffer]
     picks = [rng.choice(resident) for _ in range(options.tier1_reads)]
     expected = min(BUFFER_TURNS, options.turns // options.conversations)
 
@@ -322,13 +323,12 @@ def bench_tier1(
     gc.collect()
     get_messages = buffer.get_messages
     buffer_samples, _ = time_calls(
-        [lambda c=c: get_messages(c) for c in picks], options.phase_seconds, check
+        [lambda c=c: get_messages(c, users[c]) for c in picks], options.phase_seconds, check
     )
     history_samples, _ = time_calls(
         [lambda h=histories[c]: h.messages for c in picks], options.phase_seconds, check
     )
     # What RunnableWithMessageHistory does per request: build the history, then read it.
-    users = dict(conversations)
     fresh_samples, _ = time_calls(
         [
             lambda c=c: BufferChatMessageHistory(buffer, c, source=store, user_id=users[c]).messages

@@ -261,7 +261,11 @@ class Dataset:
         positions = np.arange(points)
         conversation_of = positions % CONVERSATIONS
         ids = [
-            point_id(conversation_name(int(i % CONVERSATIONS)), int(i // CONVERSATIONS))
+            point_id(
+                user_name(int(i % CONVERSATIONS) % USERS),
+                conversation_name(int(i % CONVERSATIONS)),
+                int(i // CONVERSATIONS),
+            )
             for i in range(points)
         ]
         return cls(
@@ -602,7 +606,8 @@ def ingest_points(
             timestamp=now,
             tokens=len(content.split()),
         )
-        points.append(VectorPoint(point_id(payload.conversation_id, turn), vector, payload))
+        pid = point_id(payload.user_id, payload.conversation_id, turn)
+        points.append(VectorPoint(pid, vector, payload))
     return points
 
 

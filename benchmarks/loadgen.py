@@ -327,8 +327,9 @@ def check_conversations(
     """Read every conversation back and check its turns against what was acknowledged.
 
     Every conversation must hold turns numbered exactly 1..N, N = 2 x acknowledged requests
-    (a user turn and the reply each), with each acknowledged message stored once, as an odd
-    turn followed by its reply (a request's two turns are one write, never interleaved).
+    (a user turn and the reply each), with each acknowledged message stored once and as many
+    replies, none before the message it answers. (A message is stored before its model call
+    and the reply after it, so concurrent requests to one conversation interleave.)
 
     Returns:
         ``ok``, a list of ``problems`` (empty when ok), the turns checked and how many of the
@@ -353,10 +354,14 @@ def check_conversations(
             summarized += bool(info["summaries"])
             if info["turn_count"] != expected:
                 problems.append(f"{cid}: turn_count {info['turn_count']}, expected {expected}")
-            users = [t["content"] for t in turns[0::2] if t["role"] == "user"]
-            replies = [t for t in turns[1::2] if t["role"] == "assistant"]
-            if len(users) != len(texts) or len(replies) != len(texts):
-                problems.append(f"{cid}: user/assistant turns interleaved")
+            users = [t["content"] for t in turns if t["role"] == "user"]
+            replies = [t for t in turns if t["role"] == "assistant"]
+            ahead = [
+                sum(1 if t["role"] == "user" else -1 for t in turns[: n + 1])
+                for n in range(len(turns))
+            ]
+            if len(users) != len(texts) or len(replies) != len(texts) or min(ahead) < 0:
+                problems.append(f"{cid}: {len(users)} messages, {len(replies)} replies")
             elif sorted(users) != sorted(texts):
                 problems.append(f"{cid}: stored user messages differ from the acknowledged ones")
     return {

@@ -174,6 +174,16 @@ def run_suite(
     return results
 
 
+def missed_goals(results: dict[str, Any]) -> list[str]:
+    """``"<benchmark>: <goal>"`` of every goal whose verdict is ``MISSED``."""
+    return [
+        f"{name}: {goal}"
+        for name, result in results.items()
+        for goal, verdict in (result.get("verdicts") or {}).items()
+        if verdict == "MISSED"
+    ]
+
+
 def summary(results: dict[str, Any]) -> list[str]:
     """One line per goal (and per failed benchmark), then the count of missed goals."""
     lines = ["== summary: every goal =="]

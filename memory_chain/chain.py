@@ -1,8 +1,11 @@
 """The chat chain: memory in, the model's reply out, both turns stored.
 
 An LCEL runnable: ``prepare`` (resolve the conversation, retrieve memory, build the prompt)
-``| respond`` (stream the chat model, then store the user turn and the reply with the token
+``| respond`` (store the user turn, stream the chat model, then store the reply with the token
 counts the model reported; storing triggers consolidation, which runs in the background).
+The user turn is stored before the model runs, so a model that fails or a client that leaves
+mid-stream loses nothing that was said; the same message sent again answers that stored turn
+instead of storing it twice.
 It supports ``invoke``, ``stream``, ``batch`` and their async twins, and
 ``astream_events`` shows the chat model's tokens.
 
@@ -15,6 +18,7 @@ The conversation and user come from the config::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -127,10 +131,13 @@ def user_text(inputs: Any) -> str:
     return text
 
 
-def _reply_turns(
-    user_text: str, reply: AIMessageChunk | AIMessage, counter: TokenCounter
-) -> list[NewTurn]:
-    """The user turn and the reply, with the model's token counts where it reported them."""
+def _user_turn(text: str, counter: TokenCounter) -> NewTurn:
+    """The user's message as a turn, its text counted."""
+    return NewTurn("user", text, tokens=TokenUsage(total=counter.count(text)))
+
+
+def _reply_turn(reply: AIMessageChunk | AIMessage, counter: TokenCounter) -> NewTurn:
+    """The reply as a turn, with the model's token counts where it reported them."""
     text = message_text(reply) or "(no reply)"
     usage = reply.usage_metadata
     if usage:
@@ -141,11 +148,32 @@ def _reply_turns(
         )
     else:
         tokens = TokenUsage(total=counter.count(text))
-    user_tokens = TokenUsage(total=counter.count(user_text))
-    return [
-        NewTurn("user", user_text, tokens=user_tokens),
-        NewTurn("assistant", text, tokens=tokens),
-    ]
+    return NewTurn("assistant", text, tokens=tokens)
+
+
+def _same_text(a: str, b: str) -> bool:
+    return a.split() == b.split()
+
+
+def _unanswered(context: MemoryContext, text: str) -> bool:
+    """Whether ``text`` is already stored as the conversation's last, unanswered turn.
+
+    The user turn is stored before the model is called, so a request whose model call failed
+    (a timeout, a 503, a client gone mid-stream) leaves it stored without a reply. The same
+    message sent again is that turn retried: it is answered, not stored a second time.
+    """
+    last = context.recent[-1] if context.recent else None
+    return last is not None and last.role == "user" and _same_text(last.content, text)
+
+
+def _prepared(
+    ids: tuple[str, str], system_message: str, context: MemoryContext, text: str
+) -> dict[str, Any]:
+    stored = _unanswered(context, text)
+    if stored:  # the message is the prompt's last line, not one of the recent turns too
+        context = replace(context, recent=context.recent[:-1])
+    messages = build_prompt_with_memory(system_message, context, text)
+    return {"ids": ids, "text": text, "messages": messages, "stored": stored}
 
 
 def build_chat_chain(
@@ -169,20 +197,24 @@ def build_chat_chain(
     """
 
     def prepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
-        conversation_id, user_id = _identity(config, default_user_id)
+        ids = _identity(config, default_user_id)
         text = user_text(inputs)
-        context = manager.retrieve(conversation_id, user_id, text)
-        messages = build_prompt_with_memory(system_message, context, text)
-        return {"ids": (conversation_id, user_id), "text": text, "messages": messages}
+        context = manager.retrieve(*ids, text)
+        return _prepared(ids, system_message, context, text)
 
     async def aprepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
-        conversation_id, user_id = _identity(config, default_user_id)
+        ids = _identity(config, default_user_id)
         text = user_text(inputs)
-        context = await manager.aretrieve(conversation_id, user_id, text)
-        messages = build_prompt_with_memory(system_message, context, text)
-        return {"ids": (conversation_id, user_id), "text": text, "messages": messages}
+        context = await manager.aretrieve(*ids, text)
+        return _prepared(ids, system_message, context, text)
 
     def respond(prepared: dict[str, Any], config: RunnableConfig) -> Iterator[AIMessageChunk]:
+        conversation_id, user_id = prepared["ids"]
+        if not prepared["stored"]:
+            # Durably, before the model runs: a failed or abandoned call keeps the message.
+            manager.add_turns(
+                conversation_id, user_id, [_user_turn(prepared["text"], manager.counter)]
+            )
         reply: AIMessageChunk | None = None
         try:
             for chunk in llm.stream(prepared["messages"], config):
@@ -193,14 +225,15 @@ def build_chat_chain(
         except Exception as exc:
             raise LLMUnavailableError(_llm_failure(exc)) from exc
         if reply is not None:
-            conversation_id, user_id = prepared["ids"]
-            manager.add_turns(
-                conversation_id, user_id, _reply_turns(prepared["text"], reply, manager.counter)
-            )
+            manager.add_turns(conversation_id, user_id, [_reply_turn(reply, manager.counter)])
 
     async def arespond(
         prepared: dict[str, Any], config: RunnableConfig
     ) -> AsyncIterator[AIMessageChunk]:
+        conversation_id, user_id = prepared["ids"]
+        if not prepared["stored"]:
+            user_turn = _user_turn(prepared["text"], manager.counter)
+            await manager.aadd_turns(conversation_id, user_id, [user_turn])
         reply: AIMessageChunk | None = None
         try:
             async for chunk in llm.astream(prepared["messages"], config):
@@ -211,9 +244,8 @@ def build_chat_chain(
         except Exception as exc:
             raise LLMUnavailableError(_llm_failure(exc)) from exc
         if reply is not None:
-            conversation_id, user_id = prepared["ids"]
-            turns = _reply_turns(prepared["text"], reply, manager.counter)
-            await manager.aadd_turns(conversation_id, user_id, turns)
+            turn = _reply_turn(reply, manager.counter)
+            await manager.aadd_turns(conversation_id, user_id, [turn])
 
     # RunnableLambda streams generator functions and aggregates their chunks on invoke; its
     # type hints do not describe that, hence the casts.

@@ -60,6 +60,18 @@ class MemorySettings(BaseSettings):
     consolidation_idle_seconds: float = Field(
         default=3600.0, gt=0, description="Silence after which a conversation is consolidated."
     )
+    memory_retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Purge conversations silent for longer than this many days, from every "
+        "tier (checked on the idle scan). Unset: kept forever.",
+    )
+    memory_max_conversations_per_user: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep at most this many conversations per user: the least recently active "
+        "beyond it are purged from every tier (checked on the idle scan). Unset: no limit.",
+    )
     memory_tier1_max_conversations: int = Field(
         default=1_000,
         ge=1,
@@ -215,6 +227,14 @@ class MemorySettings(BaseSettings):
         ge=1_024,
         description="Largest request body accepted (413 above); OpenAI-style clients resend "
         "the whole history, with images inlined.",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=3_600,
+        description="On SIGTERM: how long open requests and the summary or embedding batch in "
+        "flight may take, in all, before the server exits. No new background work starts; "
+        "what is left stays queued in tier 2 and resumes at the next start.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level of the server and the CLI."

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -33,10 +33,11 @@ from langchain_core.runnables.config import run_in_executor
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Summary, Turn, utcnow
+from memory_chain.serial import SerialExecutor
 from memory_chain.summarize import summary_inputs
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.sql.progress import idle_backlog, summarized_through
+from memory_chain.tiers.sql.progress import backlog, summarized_through
 from memory_chain.tiers.vectors.facts import EXPLICIT_SAVE, is_explicit_save
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
@@ -115,15 +116,18 @@ class ConsolidationService:
         self.sleep = sleep
         self.failures = 0
         self._waiting = 0  # queued or running (the executor keeps no count of its own)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="consolidation")
-        # The last run per conversation; finished ones are dropped past _KEEP_FINISHED entries.
-        self._pending: dict[str, Future[Summary | None]] = {}
+        self._executor = SerialExecutor("consolidation")
+        # The last run per (user, conversation); finished ones are dropped past
+        # _KEEP_FINISHED entries.
+        self._pending: dict[tuple[str, str], Future[Summary | None]] = {}
         self._pending_lock = threading.Lock()
         self._prune_above = _KEEP_FINISHED
         # Striped per-conversation locks: bounded, whatever the number of conversations.
         self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
         self._stop = threading.Event()
         self._scanner: threading.Thread | None = None
+        #: Also run on every idle scan (retention, for one), each failure logged.
+        self.on_scan: list[Callable[[], object]] = []
 
     # -- triggers ---------------------------------------------------------------------------
 
@@ -142,7 +146,7 @@ class ConsolidationService:
         if turn_count is not None and cached_summary is not None:
             through = cached_summary.through
         else:
-            through = summarized_through(self.store, conversation_id)
+            through = summarized_through(self.store, conversation_id, user_id)
             info = self.store.get_conversation(conversation_id, user_id=user_id)
             if info is None:
                 return None
@@ -182,17 +186,20 @@ class ConsolidationService:
         force: bool = False,
     ) -> Future[Summary | None]:
         """Queue a consolidation (one pending per conversation unless ``force``)."""
+        key = (user_id, conversation_id)
         with self._pending_lock:
-            pending = self._pending.get(conversation_id)
+            pending = self._pending.get(key)
             if pending is not None and not pending.done() and not force:
                 return pending
-            future = self._executor.submit(self._run, conversation_id, user_id, reason)
+            future = self._executor.submit(lambda: self._run(conversation_id, user_id, reason))
             self._waiting += 1
-            self._pending[conversation_id] = future
+            self._pending[key] = future
             if len(self._pending) > self._prune_above:
                 self._pending = {c: f for c, f in self._pending.items() if not f.done()}
                 self._prune_above = max(_KEEP_FINISHED, 2 * len(self._pending))
-            return future
+        # Outside the lock: a future already done runs the callback here, at once.
+        future.add_done_callback(self._finished)
+        return future
 
     @property
     def waiting(self) -> int:
@@ -200,16 +207,22 @@ class ConsolidationService:
         with self._pending_lock:
             return self._waiting
 
+    def _finished(self, _future: Future[Summary | None]) -> None:
+        with self._pending_lock:
+            self._waiting -= 1
+
     def _run(self, conversation_id: str, user_id: str, reason: str) -> Summary | None:
         try:
             return self.consolidate(conversation_id, user_id, reason=reason)
         except Exception:
+            if self._executor.stopping:
+                logger.info(
+                    "consolidation of %s (%s) abandoned at shutdown", conversation_id, reason
+                )
+                raise
             self.failures += 1
             logger.exception("consolidation of %s (%s) failed", conversation_id, reason)
             raise
-        finally:
-            with self._pending_lock:
-                self._waiting -= 1
 
     # -- the work ---------------------------------------------------------------------------
 
@@ -243,8 +256,8 @@ class ConsolidationService:
         # holder reads how far the summaries reach only once it has the lock, so no range is
         # summarized (and no LLM called) twice.
         with (
-            self._locks[hash(conversation_id) % len(self._locks)],
-            self.store.try_lock(f"consolidation:{conversation_id}") as held,
+            self._locks[hash((user_id, conversation_id)) % len(self._locks)],
+            self.store.try_lock(f"consolidation:{user_id}/{conversation_id}") as held,
         ):
             if not held:
                 logger.info("%s is being consolidated by another replica: skipped", conversation_id)
@@ -262,12 +275,12 @@ class ConsolidationService:
             info = self.store.get_conversation(conversation_id, user_id=user_id)
             if info is None:
                 return stored
-            through = summarized_through(self.store, conversation_id)
+            through = summarized_through(self.store, conversation_id, user_id)
             if through >= target:
                 # Nothing to do here; refresh tier 1's copy (another process may have
                 # summarized it).
                 state = CachedSummary(info.summary, through)
-                self.buffer.set_summary(conversation_id, state, epoch=epoch)
+                self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
                 break
             turns = self.store.get_turns(
                 conversation_id,
@@ -277,13 +290,15 @@ class ConsolidationService:
             )
             if not turns:
                 break
+            if self._executor.stopping:
+                break  # shutting down: the rest stays unsummarized, and resumes at start
             if (
                 stored is not None
                 and reason in THRESHOLD_REASONS
                 and (info.turn_count - through < self.settings.message_threshold)
             ):
                 break  # a threshold trigger leaves a short tail for the next one
-            summary = self._summarize_range(conversation_id, info.summary, turns, reason)
+            summary = self._summarize_range(conversation_id, user_id, info.summary, turns, reason)
             if summary is None:  # another process got this range first
                 break
             stored = summary
@@ -300,22 +315,31 @@ class ConsolidationService:
         )
 
     def _summarize_range(
-        self, conversation_id: str, running: str | None, turns: list[Turn], reason: str
+        self,
+        conversation_id: str,
+        user_id: str,
+        running: str | None,
+        turns: list[Turn],
+        reason: str,
     ) -> Summary | None:
         start, end = turns[0].turn_number, turns[-1].turn_number
         logger.info("consolidating %s turns %d-%d (%s)", conversation_id, start, end, reason)
         range_text = self._invoke(summary_inputs(None, turns))
         # Progressive: the running summary so far plus the new turns give the new one.
         new_running = self._invoke(summary_inputs(running, turns)) if running else range_text
+        if self._executor.abandoned:  # shut down meanwhile: the next start does it again
+            raise ConsolidationError("abandoned at shutdown: the turns stay unsummarized")
         stored = self.store.add_summary(
             conversation_id,
             range_text,
             (start, end),
             token_count=self.counter.count(range_text),
             running_summary=new_running,
+            user_id=user_id,
         )
         if stored is not None:
-            self.buffer.set_summary(conversation_id, CachedSummary(new_running, end))
+            state = CachedSummary(new_running, end)
+            self.buffer.set_summary(conversation_id, state, user_id=user_id)
         return stored
 
     def _invoke(self, inputs: dict[str, str]) -> str:
@@ -329,6 +353,8 @@ class ConsolidationService:
                 last = ValueError("the model returned an empty summary")
             except Exception as exc:  # any model or transport failure is retried
                 last = exc
+            if self._executor.stopping:
+                raise ConsolidationError("shutting down: the turns stay unsummarized") from last
             if attempt < self.settings.retries:
                 logger.warning("summarization attempt %d failed: %s", attempt, last)
                 self.sleep(delay)
@@ -347,20 +373,34 @@ class ConsolidationService:
             else:
                 self.tier3.indexer.try_drain()
         # Only now, with the summary durably stored, may tier 1 drop older turns.
-        self.buffer.prune(conversation_id, keep_last=self.settings.keep_last)
+        self.buffer.prune(conversation_id, self.settings.keep_last, user_id=user_id)
 
     # -- idle scan ----------------------------------------------------------------------------
 
     def scan_idle(self) -> int:
         """Schedule every conversation idle for ``idle_seconds`` with unsummarized turns."""
         cutoff = utcnow() - timedelta(seconds=self.settings.idle_seconds)
-        backlog = idle_backlog(self.store, idle_since=cutoff)
-        for item in backlog:
+        found = backlog(self.store, idle_since=cutoff)
+        for item in found:
             self.schedule(item.conversation_id, item.user_id, "idle")
-        return len(backlog)
+        return len(found)
+
+    def resume(self) -> int:
+        """Schedule every conversation with a message trigger's worth of unsummarized turns.
+
+        Consolidations are queued in memory, but what they are for is durable: a run that was
+        abandoned at shutdown (or lost in a crash) left its turns unsummarized, and this finds
+        them again. The scan thread calls it when it starts.
+        """
+        found = backlog(self.store, min_unsummarized=self.settings.message_threshold)
+        for item in found:
+            self.schedule(item.conversation_id, item.user_id, "messages")
+        if found:
+            logger.info("resuming the consolidation of %d conversations", len(found))
+        return len(found)
 
     def start(self) -> None:
-        """Start the idle scan thread."""
+        """Start the scan thread: the backlog left by the last run, then idle conversations."""
         if self._scanner is None or not self._scanner.is_alive():
             self._stop.clear()
             self._scanner = threading.Thread(
@@ -369,18 +409,38 @@ class ConsolidationService:
             self._scanner.start()
 
     def _scan_loop(self) -> None:
+        try:
+            self.resume()
+        except MemoryChainError as exc:
+            logger.warning("could not resume the consolidation backlog: %s", exc)
         while not self._stop.wait(self.settings.scan_seconds):
-            try:
-                self.scan_idle()
-            except MemoryChainError as exc:
-                logger.warning("idle scan failed: %s", exc)
+            for scan in (self.scan_idle, *self.on_scan):
+                try:
+                    scan()
+                except MemoryChainError as exc:
+                    logger.warning("idle scan failed: %s", exc)
 
-    def stop(self, *, wait: bool = True) -> None:
-        """Stop the scan and, with ``wait``, finish queued consolidations."""
+    def halt(self) -> None:
+        """Start no new consolidation or range (no locks: a signal handler may call it)."""
         self._stop.set()
+        self._executor.halt()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Start no new consolidation; wait at most ``timeout`` s for the summary in flight.
+
+        Queued consolidations are cancelled, and a running one stops before its next range.
+        A summary call still running after ``timeout`` is abandoned (its thread does not keep
+        the process alive); nothing of it is stored, so its turns stay unsummarized and are
+        consolidated after the next start (:meth:`resume`).
+
+        Returns:
+            Whether everything stopped in time.
+        """
+        self._stop.set()
+        stopped = self._executor.stop(timeout)
         if self._scanner is not None:
-            self._scanner.join(5)
-        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+            self._scanner.join(timeout)
+        return stopped
 
 
 __all__ = [

@@ -30,6 +30,14 @@ class ConversationNotFoundError(MemoryChainError, LookupError):
         self.conversation_id = conversation_id
 
 
+class FactNotFoundError(MemoryChainError, LookupError):
+    """No remembered fact of the user has this id (or the fact is another user's)."""
+
+    def __init__(self, fact_id: str) -> None:
+        super().__init__(f"fact {fact_id!r} not found: list the user's facts with GET /v1/facts")
+        self.fact_id = fact_id
+
+
 class StorageError(MemoryChainError):
     """A store failed (database locked for too long, schema missing, server unreachable)."""
 

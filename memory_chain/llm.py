@@ -52,6 +52,10 @@ class ChatModels:
     detail: str
     _server: Any = field(default=None, repr=False)
 
+    def reachable(self) -> bool:
+        """Whether the models can answer now (an Ollama missing at start-up may be back)."""
+        return self.provider != "unavailable" or ollama_reachable(self.base_url)
+
     def close(self) -> None:
         """Stop the embedded model's server, if one was started."""
         if self._server is not None:

@@ -27,13 +27,16 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables.config import run_in_executor
 
-from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreUnavailableError
 from memory_chain.messages import to_message, to_new_turns
 from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
 from memory_chain.schemas import MemoryContext, NewTurn, Turn, validate_id
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.sql.progress import conversation_state, summarized_through
+from memory_chain.tiers.vectors.facts import is_explicit_save
+from memory_chain.tiers.vectors.index import TurnPayload
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
@@ -120,18 +123,79 @@ class MemoryManager:
         return await run_in_executor(None, self.add_turns, conversation_id, user_id, turns)
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
-        """Remove a conversation from every tier (rows, cache, points, facts)."""
+        """Purge a conversation from every tier (rows, cache, points, facts).
+
+        The rows go at once, with a queued task for tier 3 in the same transaction; the
+        points and facts go now if the vector store answers, else when it is back.
+        Retrieval hides the conversation from the moment its rows are gone.
+        """
         deleted = self.store.delete_conversation(conversation_id, user_id=user_id)
-        self.buffer.invalidate(conversation_id)
-        if deleted and self.tier3 is not None:
-            try:
-                # Its points and user facts (the indexer files both).
-                self.tier3.indexer.forget(user_id=user_id, conversation_id=conversation_id)
-            except MemoryChainError as exc:
-                # The rows are gone; stray points are filtered out of results by
-                # conversation and removed by the next reindex.
-                logger.warning("points of %s not removed yet: %s", conversation_id, exc)
+        self.buffer.invalidate(conversation_id, user_id=user_id)
+        if deleted:
+            self._apply_tier3_tasks()
         return deleted
+
+    def delete_user(self, user_id: str) -> int:
+        """Purge every conversation of a user from every tier; how many there were."""
+        validate_id(user_id, "user id")
+        removed = self.store.delete_user(user_id)
+        self.buffer.clear_user(user_id)
+        self._apply_tier3_tasks()
+        return removed
+
+    def facts(
+        self,
+        user_id: str,
+        *,
+        conversation_id: str | None = None,
+        include_archived: bool = False,
+        limit: int = 100,
+    ) -> list[TurnPayload]:
+        """The user's remembered facts, newest first, from visible conversations only.
+
+        Raises:
+            VectorStoreUnavailableError: Without tier 3 (facts live there).
+            VectorStoreError: If the facts collection cannot be read.
+        """
+        facts = self.tier3.facts if self.tier3 is not None else None
+        if facts is None:
+            raise VectorStoreUnavailableError(
+                "semantic memory is off on this server, so no facts are kept: set "
+                "MEMORY_CHAIN_MEMORY_TIER3_ENABLED=true"
+            )
+        # Read them all: a purged conversation's facts may still be there (their deletion
+        # waits for the vector store), and they must not take the places of visible ones.
+        found = facts.of_user(user_id, conversation_id=conversation_id, limit=1_000_000)
+        statuses = WITH_ARCHIVED if include_archived or conversation_id else ACTIVE
+        visible = self.store.visible_conversations(
+            user_id, {fact.conversation_id for fact in found}, statuses=statuses
+        )
+        return [fact for fact in found if fact.conversation_id in visible][:limit]
+
+    def dismiss_fact(self, user_id: str, conversation_id: str, turn_number: int) -> bool:
+        """Forget a remembered fact (the turn stays in its conversation).
+
+        Returns:
+            Whether the turn is one of the user's "remember this" turns.
+        """
+        turns = self.store.get_turns(
+            conversation_id, user_id=user_id, after=turn_number - 1, limit=1
+        )
+        if not turns or turns[0].turn_number != turn_number or not is_explicit_save(turns[0]):
+            return False
+        self.store.dismiss_fact(conversation_id, turn_number, user_id=user_id)
+        self._apply_tier3_tasks()
+        return True
+
+    def _apply_tier3_tasks(self) -> None:
+        if self.tier3 is None:
+            return
+        try:
+            self.tier3.indexer.apply_tasks()
+        except MemoryChainError as exc:
+            # Queued in tier 2 with the purge: the backfill does it once the store is back.
+            logger.warning("tier 3 is not updated yet (the change stays queued): %s", exc)
+            self.tier3.notify()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -146,26 +210,26 @@ class MemoryManager:
         dropped and rebuilt from SQL. So a context never misses a turn that any replica
         acknowledged before this call began, nor uses a summary older than SQL's.
         """
-        self._revalidate(conversation_id)
+        self._revalidate(conversation_id, user_id)
         return self._recent(conversation_id, user_id), self._summary(conversation_id, user_id)
 
-    def _revalidate(self, conversation_id: str) -> None:
+    def _revalidate(self, conversation_id: str, user_id: str) -> None:
         """Drop tier 1's copy of a conversation that SQL has moved past."""
-        cached = self.buffer.metadata(conversation_id)
+        cached = self.buffer.metadata(conversation_id, user_id)
         if cached is None:
             return  # a miss is loaded from SQL anyway
-        summary = self.buffer.summary(conversation_id)
-        state = conversation_state(self.store, conversation_id)
+        summary = self.buffer.summary(conversation_id, user_id)
+        state = conversation_state(self.store, conversation_id, user_id)
         if (
             state is None
             or state.turn_count != cached.turn_count
             or (summary is not None and summary.through != state.summarized_through)
         ):
-            self.buffer.invalidate(conversation_id)
+            self.buffer.invalidate(conversation_id, user_id=user_id)
 
     def recent_turns(self, conversation_id: str, user_id: str) -> list[Turn]:
         """Tier 1: the conversation's last turns (checked against SQL, loaded on a miss)."""
-        self._revalidate(conversation_id)
+        self._revalidate(conversation_id, user_id)
         return self._recent(conversation_id, user_id)
 
     def _recent(self, conversation_id: str, user_id: str) -> list[Turn]:
@@ -175,13 +239,13 @@ class MemoryManager:
             # `keep_after_consolidation` (consolidation pruned the rest).
             epoch = self.buffer.summary_epoch
             info = self.store.get_conversation(conversation_id, user_id=user_id)
-            through = summarized_through(self.store, conversation_id) if info else 0
+            through = summarized_through(self.store, conversation_id, user_id) if info else 0
             unsummarized = (info.turn_count if info else 0) - through
             limit = max(unsummarized, self.keep_after_consolidation)
             load_into(self.buffer, self.store, conversation_id, user_id, limit=limit)
             if info is not None:
                 state = CachedSummary(info.summary, through)
-                self.buffer.set_summary(conversation_id, state, epoch=epoch)
+                self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
             cached = self.buffer.get(conversation_id, user_id)
         if cached is None:  # evicted at once by a tiny buffer
             cached = self.store.recent_turns(
@@ -191,7 +255,7 @@ class MemoryManager:
 
     def summary(self, conversation_id: str, user_id: str) -> CachedSummary:
         """Tier 2's running summary and how far it reaches (cached in tier 1, checked)."""
-        self._revalidate(conversation_id)
+        self._revalidate(conversation_id, user_id)
         return self._summary(conversation_id, user_id)
 
     def _summary(self, conversation_id: str, user_id: str) -> CachedSummary:
@@ -202,8 +266,9 @@ class MemoryManager:
         info = self.store.get_conversation(conversation_id, user_id=user_id)
         if info is None:
             return CachedSummary(None, 0)
-        state = CachedSummary(info.summary, summarized_through(self.store, conversation_id))
-        self.buffer.set_summary(conversation_id, state, epoch=epoch)
+        through = summarized_through(self.store, conversation_id, user_id)
+        state = CachedSummary(info.summary, through)
+        self.buffer.set_summary(conversation_id, state, user_id=user_id, epoch=epoch)
         return state
 
     @property
@@ -225,6 +290,8 @@ class MemoryManager:
         exclude: Sequence[tuple[str, int]] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
+        tags: Sequence[str] | None = None,
     ) -> Found:
         """The retrieval every path uses (:meth:`MemorySearch.find`), ids checked.
 
@@ -242,6 +309,8 @@ class MemoryManager:
             exclude=exclude,
             facts=facts,
             now=now,
+            include_archived=include_archived,
+            tags=tags,
         )
 
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:

@@ -7,7 +7,8 @@ takes ready objects.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import Runnable
@@ -19,6 +20,7 @@ from memory_chain.consolidation import ConsolidationService, ConsolidationSettin
 from memory_chain.errors import MemoryChainError
 from memory_chain.llm import ChatModels, open_chat_models
 from memory_chain.manager import MemoryManager
+from memory_chain.retention import Retention
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -50,12 +52,38 @@ class Services:
     consolidation: ConsolidationService | None = None
     chain: Runnable[Any, Any] | None = None
 
-    def close(self) -> None:
-        """Finish queued consolidations, stop the background work, close every store."""
+    _deadline: float | None = field(default=None, init=False, repr=False)
+
+    def halt(self) -> None:
+        """Shutting down: start no new background work; :meth:`close` waits at most the grace.
+
+        Sets flags only (no locks, no I/O), so a signal handler may call it: the server calls
+        it on SIGTERM, before open requests are drained.
+        """
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.settings.shutdown_grace_seconds
         if self.consolidation is not None:
-            self.consolidation.stop(wait=True)
+            self.consolidation.halt()
+        if self.vectors is not None and self.vectors.worker is not None:
+            self.vectors.worker.halt()
+
+    def close(self) -> None:
+        """Stop the background work within ``shutdown_grace_seconds``, close every store.
+
+        A summary or an embedding batch still running when the grace period ends is
+        abandoned: nothing of it is stored, its turns stay queued or unsummarized in tier 2,
+        and the next start resumes them.
+        """
+        self.halt()
+        deadline = self._deadline or time.monotonic()
+
+        def left() -> float:
+            return max(deadline - time.monotonic(), 0.0)
+
+        if self.consolidation is not None:
+            self.consolidation.stop(left())
         if self.vectors is not None:
-            self.vectors.close()
+            self.vectors.close(left())
         if self.models is not None:
             self.models.close()
         self.manager.close()
@@ -208,6 +236,13 @@ def open_services(
             ),
         )
         manager.listeners.append(consolidation)
+        retention = Retention(
+            manager,
+            days=settings.memory_retention_days,
+            max_per_user=settings.memory_max_conversations_per_user,
+        )
+        if retention.enabled:
+            consolidation.on_scan.append(retention.sweep)
         services.models = models
         services.consolidation = consolidation
         services.chain = build_chat_chain(

@@ -7,22 +7,16 @@ a person would, and prints one JSON report (no assertions: the tests make them).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
+from tests.needs import missing
+
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"
-
-
-def missing(reason: str) -> NoReturn:
-    """Skip a test that cannot run here; fail it under CI, where everything must run."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def browser_tools() -> tuple[str, str]:

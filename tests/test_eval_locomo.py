@@ -19,6 +19,7 @@ from memory_chain.eval.locomo_data import (
     parse_session_date,
     repair_evidence,
 )
+from tests.needs import missing
 
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 CLI = [str(Path(sys.executable).parent / "memory-chain")]
@@ -32,10 +33,7 @@ SLICE_FLOORS = {"1": 38.0, "5": 69.0, "10": 78.0, "20": 86.0}
 def locomo_dev() -> Path:
     """The dev file; missing, the test skips, but fails under CI (which has the data)."""
     if not LOCOMO_DEV.exists():
-        message = f"LoCoMo data not found at {LOCOMO_DEV}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}: CI runs next to ../shared/data")
-        pytest.skip(message)
+        missing(f"LoCoMo data not found at {LOCOMO_DEV}: CI runs next to ../shared/data")
     return LOCOMO_DEV
 
 

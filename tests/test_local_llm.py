@@ -8,7 +8,6 @@ where they fail instead. Answers are short (num_predict 64) and greedy (temperat
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from memory_chain.local_llm.model import (
     missing_packages,
 )
 from memory_chain.local_llm.ollama_api import OllamaAPIServer
+from tests.needs import missing
 
 NUM_PREDICT = 64
 TRIP = "Ana and Marta fly from Berlin to Lisbon on 3 May with a budget of 2,000 euros."
@@ -49,9 +49,7 @@ def _require(packages: list[str]) -> None:
         *([INSTALL_PARTS_COMMAND] if any(p.startswith("pandas-sns") for p in packages) else []),
     ]
     reason = f"not installed: {', '.join(packages)}; run `{'` and `'.join(commands)}`"
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
+    missing(reason)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
@@ -147,10 +148,10 @@ def test_message_trigger_every_ten_messages(memory: Any) -> None:
     manager, service, summarizer = memory
     chat(manager, "trip", "ana", *[f"m{i}" for i in range(4)])  # 8 messages
     wait_idle(service)
-    assert manager.store.get_summaries("trip") == []
+    assert manager.store.get_summaries("trip", user_id="ana") == []
     chat(manager, "trip", "ana", "m4")  # 10 messages
     wait_idle(service)
-    (summary,) = manager.store.get_summaries("trip")
+    (summary,) = manager.store.get_summaries("trip", user_id="ana")
     assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
     assert len(summarizer.calls) == 1
     assert summarizer.calls[0]["turns"].startswith("User: m0\nAssistant: ok: m0")
@@ -158,7 +159,10 @@ def test_message_trigger_every_ten_messages(memory: Any) -> None:
     assert [t.turn_number for t in manager.buffer.get("trip", "ana")] == [6, 7, 8, 9, 10]
     chat(manager, "trip", "ana", *[f"n{i}" for i in range(5)])
     wait_idle(service)
-    ranges = [(s.turn_range_start, s.turn_range_end) for s in manager.store.get_summaries("trip")]
+    ranges = [
+        (s.turn_range_start, s.turn_range_end)
+        for s in manager.store.get_summaries("trip", user_id="ana")
+    ]
     assert ranges == [(1, 10), (11, 20)]
     # Progressive: the second running summary was built from the first.
     assert summarizer.calls[-1]["summary"] == "summary #1 of 10 lines"
@@ -170,7 +174,8 @@ def test_token_trigger(memory: Any) -> None:
     manager.add_turns("trip", "ana", [long_turn])
     wait_idle(service)
     assert [
-        (s.turn_range_start, s.turn_range_end) for s in manager.store.get_summaries("trip")
+        (s.turn_range_start, s.turn_range_end)
+        for s in manager.store.get_summaries("trip", user_id="ana")
     ] == [(1, 1)]
 
 
@@ -186,20 +191,107 @@ def test_token_trigger_counts_the_turns_text_not_the_models_prompt(memory: Any) 
         ]
         manager.add_turns("trip", "ana", turns)
         wait_idle(service)
-    assert manager.store.get_summaries("trip") == []
+    assert manager.store.get_summaries("trip", user_id="ana") == []
     info = manager.store.get_conversation("trip", user_id="ana")
     assert info is not None
     assert info.total_tokens == 4 * (3 + 5)
-    meta = manager.buffer.metadata("trip")
+    meta = manager.buffer.metadata("trip", "ana")
     assert meta is not None
     assert meta.total_tokens == 4 * (3 + 5)
+
+
+class BilledChatModel(BaseChatModel):
+    """A chat model that bills like Ollama: the prompt's tokens in, the reply's tokens out."""
+
+    counter: Any
+    prompts: list[int] = []
+    bills: list[int] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "billed-fake"
+
+    def _generate(self, messages: list[Any], *_: Any, **__: Any) -> ChatResult:
+        prompt = sum(self.counter.count_many([str(m.content) for m in messages]))
+        self.prompts.append(prompt)
+        text = (
+            "Here is what I would suggest for that part of the trip, with the times and the "
+            "prices I know of. Book the morning train if you can: it is cheaper and less "
+            f"crowded, and you keep the afternoon free for the old town ({len(self.prompts)})."
+        )
+        completion = self.counter.count(text)
+        self.bills.append(prompt + completion)
+        usage = {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        message = AIMessage(text, usage_metadata=usage)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_token_trigger_fires_at_message_ten_with_the_chains_real_prompts(memory: Any) -> None:
+    """The chat chain's own prompts (memory context, recent turns) billed as Ollama bills.
+
+    With the model's prompt + completion counted as the reply's size, the 2,000-token trigger
+    fired after 6 messages; counting each turn's own text it fires at message 10, as the
+    message trigger does.
+    """
+    manager, service, _ = memory
+    # What the user said in earlier conversations fills the memory context of every prompt.
+    earlier = [
+        f"Last year we spent {n} days in {place} in {month}; the hotel was {price} euros a "
+        f"night and the train from the airport took {n * 10} minutes. We liked the {thing}."
+        for n, place, month, price, thing in [
+            (3, "Lisbon", "May", 120, "trams and the river walks"),
+            (4, "Porto", "June", 95, "bookshops and the bridge"),
+            (5, "Seville", "April", 110, "old town and the tapas bars"),
+            (2, "Madrid", "March", 130, "museums and the parks"),
+            (6, "Valencia", "July", 90, "beach and the rice dishes"),
+            (3, "Granada", "October", 85, "hills and the palace"),
+        ]
+    ]
+    for number, text in enumerate(earlier):
+        manager.add_turns(
+            f"earlier-{number}",
+            "ana",
+            [NewTurn("user", text), NewTurn("assistant", f"Noted, that sounds lovely: {text}")],
+        )
+    wait_idle(service)
+    manager.tier3.indexer.drain()
+    model = BilledChatModel(counter=manager.counter, prompts=[], bills=[])
+    chain = build_chat_chain(manager, model)
+    questions = [
+        "We are planning a week in Portugal in May: Lisbon first, then Porto by train. "
+        "What should we book first, and how early?",
+        "Our budget is about 2000 euros for two people, flights from Berlin not included. "
+        "Is that realistic for hotels and food?",
+        "We would like a hotel near the river in Lisbon, quiet at night, with breakfast. "
+        "Which neighbourhood would you pick?",
+        "For Porto we only have two nights. What is worth seeing if we arrive on a Friday "
+        "evening and leave on Sunday afternoon?",
+        "One of us is vegetarian and the other does not eat fish. Will that be hard in "
+        "Portugal, and what dishes should we look for?",
+    ]
+    summaries_after: list[int] = []
+    for question in questions:
+        chain.invoke({"input": question}, CFG)
+        wait_idle(service)
+        summaries_after.append(len(manager.store.get_summaries("trip", user_id="ana")))
+    # The prompts carried the memory context (~550-900 tokens each): billed, the first three
+    # replies alone exceed the trigger's 2,000 tokens.
+    assert min(model.prompts) > 500, model.prompts
+    assert sum(model.bills[:3]) > 2000, model.bills
+    assert summaries_after == [0, 0, 0, 0, 1], (summaries_after, model.bills)
+    (summary,) = manager.store.get_summaries("trip", user_id="ana")
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
 
 
 def test_end_of_conversation_and_manual_trigger(memory: Any) -> None:
     manager, service, _ = memory
     chat(manager, "trip", "ana", "short one")
     wait_idle(service)
-    assert manager.store.get_summaries("trip") == []
+    assert manager.store.get_summaries("trip", user_id="ana") == []
     summary = service.end("trip", "ana").result(timeout=30)
     assert summary is not None
     assert (summary.turn_range_start, summary.turn_range_end) == (1, 2)
@@ -213,13 +305,13 @@ def test_idle_trigger(memory: Any) -> None:
     with manager.store.engine.begin() as conn:
         conn.execute(
             update(conversations)
-            .where(conversations.c.conversation_id == "trip")
+            .where(conversations.c.conversation_id == "ana/trip")
             .values(last_message_at=(utcnow() - timedelta(hours=2)).replace(tzinfo=None))
         )
     assert service.scan_idle() == 1
     wait_idle(service)
-    assert len(manager.store.get_summaries("trip")) == 1
-    assert manager.store.get_summaries("fresh") == []
+    assert len(manager.store.get_summaries("trip", user_id="ana")) == 1
+    assert manager.store.get_summaries("fresh", user_id="ana") == []
 
 
 def test_idle_scan_thread_runs_in_background(memory: Any) -> None:
@@ -229,16 +321,18 @@ def test_idle_scan_thread_runs_in_background(memory: Any) -> None:
     chat(manager, "trip", "ana", "idle soon")
     service.start()
     deadline = time.monotonic() + 30
-    while not manager.store.get_summaries("trip") and time.monotonic() < deadline:
+    while not manager.store.get_summaries("trip", user_id="ana") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(manager.store.get_summaries("trip")) == 1
+    assert len(manager.store.get_summaries("trip", user_id="ana")) == 1
 
 
 def test_explicit_save_goes_to_user_facts_across_conversations(memory: Any) -> None:
     manager, service, _ = memory
     chat(manager, "trip", "ana", "Remember this: my passport number ends in 4471.")
     wait_idle(service)
-    assert len(manager.store.get_summaries("trip")) == 1  # explicit save consolidates too
+    assert (
+        len(manager.store.get_summaries("trip", user_id="ana")) == 1
+    )  # explicit save consolidates too
     assert manager.tier3.facts.index.count() == 1
     # A new conversation of the same user finds it; another user does not.
     chat(manager, "other", "ana", "hello again")
@@ -284,7 +378,7 @@ def test_concurrent_consolidations_write_one_summary(memory: Any) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(manager.store.get_summaries("trip")) == 1
+    assert len(manager.store.get_summaries("trip", user_id="ana")) == 1
     assert sum(result is not None for result in results) == 1
 
 
@@ -295,7 +389,7 @@ def test_failed_llm_is_retried_with_backoff(memory: Any) -> None:
     summarizer.failures = 2
     chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
     wait_idle(service)
-    assert len(manager.store.get_summaries("trip")) == 1
+    assert len(manager.store.get_summaries("trip", user_id="ana")) == 1
     assert waits == [0.01, 0.02]
 
 
@@ -304,10 +398,10 @@ def test_failed_llm_leaves_buffer_intact(memory: Any) -> None:
     service.sleep = lambda _s: None
     summarizer.failures = 100
     chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
-    future = service._pending["trip"]
+    future = service._pending[("ana", "trip")]
     with pytest.raises(ConsolidationError, match="LLM reachable"):
         future.result(timeout=30)
-    assert manager.store.get_summaries("trip") == []
+    assert manager.store.get_summaries("trip", user_id="ana") == []
     assert [t.turn_number for t in manager.buffer.get("trip", "ana")] == list(range(1, 11))
     assert service.failures == 1
 
@@ -321,8 +415,32 @@ def test_no_prune_when_the_summary_cannot_be_stored(memory: Any, monkeypatch: An
     monkeypatch.setattr(manager.store, "add_summary", broken)
     chat(manager, "trip", "ana", "a", "b", "c", "d", "e")
     with pytest.raises(RuntimeError):
-        service._pending["trip"].result(timeout=30)
+        service._pending[("ana", "trip")].result(timeout=30)
     assert len(manager.buffer.get("trip", "ana")) == 10
+
+
+def test_stop_abandons_the_summary_in_flight_and_the_backlog_resumes(memory: Any) -> None:
+    manager, service, summarizer = memory
+    summarizer.delay = 3.0  # a slow model
+    chat(manager, "trip", "ana", *[f"m{i}" for i in range(5)])  # 10 messages: scheduled
+    queued = service.schedule("boat", "ana", "manual")  # waits behind it
+    deadline = time.monotonic() + 30
+    while not summarizer.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert service.stop(timeout=0.2) is False  # the call in flight is abandoned
+    assert queued.cancelled()
+    assert service.schedule("boat", "ana", "manual").cancelled()  # nothing new starts
+    time.sleep(summarizer.delay + 0.5)  # the abandoned call returns: nothing is stored
+    assert manager.store.get_summaries("trip", user_id="ana") == []
+    assert len(summarizer.calls) == 1
+    # The next process finds the conversation again and summarizes it.
+    summarizer.delay = 0.0
+    restarted = ConsolidationService(manager.store, manager.buffer, summarizer)
+    assert restarted.resume() == 1
+    wait_idle(restarted)
+    restarted.stop()
+    (summary,) = manager.store.get_summaries("trip", user_id="ana")
+    assert (summary.turn_range_start, summary.turn_range_end) == (1, 10)
 
 
 # -- tier-1 cache of the summary state -------------------------------------------------------------
@@ -369,7 +487,7 @@ def test_cached_conversation_is_served_without_summary_reads(
     assert [t.turn_number for t in context.recent] == list(range(1, 9))
     chat(manager, "trip", "ana", "c")  # 10 messages: consolidation runs
     wait_idle(service)
-    (stored,) = manager.store.get_summaries("trip")
+    (stored,) = manager.store.get_summaries("trip", user_id="ana")
     after_consolidation = dict(sql_reads)
     context = manager.retrieve("trip", "ana", "where do we fly?")
     assert sql_reads == after_consolidation
@@ -387,15 +505,19 @@ def test_summary_fill_older_than_a_write_is_not_cached(memory: Any) -> None:
     chat(manager, "trip", "ana", "hello")
     buffer = manager.buffer
     epoch = buffer.summary_epoch  # a reader starts its SQL read here ...
-    buffer.set_summary("trip", CachedSummary("new summary", 2))  # ... consolidation stores
-    buffer.set_summary("trip", CachedSummary(None, 0), epoch=epoch)  # ... the stale fill
+    buffer.set_summary(
+        "trip", CachedSummary("new summary", 2), user_id="ana"
+    )  # ... consolidation stores
+    buffer.set_summary(
+        "trip", CachedSummary(None, 0), user_id="ana", epoch=epoch
+    )  # ... the stale fill
     assert buffer.summary("trip", "ana") == CachedSummary("new summary", 2)
     # A fill that started after the write is kept.
-    buffer.invalidate("trip")
+    buffer.invalidate("trip", user_id="ana")
     manager.recent_turns("trip", "ana")
     assert buffer.summary("trip", "ana") is None or buffer.summary("trip", "ana").through == 0
     fresh = buffer.summary_epoch
-    buffer.set_summary("trip", CachedSummary("from SQL", 2), epoch=fresh)
+    buffer.set_summary("trip", CachedSummary("from SQL", 2), user_id="ana", epoch=fresh)
     assert buffer.summary("trip", "ana") == CachedSummary("from SQL", 2)
 
 
@@ -442,7 +564,7 @@ def test_composed_history_with_runnable_with_message_history(memory: Any) -> Non
     assert "Summary of the conversation so far" in first[0].content
     # The summary, the 5 turns left after pruning (6-10), the question.
     assert [m.content for m in first[1:]] == ["ok: m2", "m3", "ok: m3", "m4", "ok: m4", "and now?"]
-    assert manager.store.get_turns("trip")[-1].content == "fine"
+    assert manager.store.get_turns("trip", user_id="ana")[-1].content == "fine"
 
 
 def test_prompt_contains_memory_recent_turns_and_message(memory: Any) -> None:
@@ -477,11 +599,16 @@ def test_chat_chain_all_entry_points_store_both_turns(memory: Any) -> None:
     assert len(asyncio.run(run_async())) > 1
     turns = manager.store.get_turns("trip", user_id="ana")
     assert len(turns) == 14
-    assert [t.role for t in turns] == ["user", "assistant"] * 7
+    # A batch runs its inputs at once: both messages are stored before either reply.
+    assert [t.role for t in turns[:4]] == ["user", "assistant"] * 2
+    assert sorted(t.role for t in turns[4:8]) == ["assistant", "assistant", "user", "user"]
+    assert [t.role for t in turns[8:]] == ["user", "assistant"] * 3
     assert turns[0].tokens is not None
     assert turns[0].tokens.total > 0
     wait_idle(service)
-    assert manager.store.get_summaries("trip")  # 14 messages triggered a consolidation
+    assert manager.store.get_summaries(
+        "trip", user_id="ana"
+    )  # 14 messages triggered a consolidation
 
 
 def test_chat_chain_errors(memory: Any) -> None:
@@ -494,16 +621,64 @@ def test_chat_chain_errors(memory: Any) -> None:
     with pytest.raises(InvalidInputError, match="input"):
         chain.invoke({"text": "hi"}, CFG)
 
-    class Down(GenericFakeChatModel):
-        def _generate(self, *args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("connection refused")
-
-        def _stream(self, *args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("connection refused")
-
     with pytest.raises(LLMUnavailableError, match="ollama_base_url"):
         build_chat_chain(manager, Down(messages=iter([]))).invoke({"input": "hi"}, CFG)
-    assert manager.store.get_turns("trip") == []  # nothing half-stored
+    # The message was stored before the model ran; no reply was.
+    assert [(t.role, t.content) for t in manager.store.get_turns("trip", user_id="ana")] == [
+        ("user", "hi")
+    ]
+
+
+class Down(GenericFakeChatModel):
+    """A chat model whose server refuses connections."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("connection refused")
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("connection refused")
+
+
+class Recording(GenericFakeChatModel):
+    """A fake chat model that keeps every prompt it was given."""
+
+    prompts: list[list[Any]] = []
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        self.prompts.append(messages)
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: Any) -> None:
+    manager, _, _ = memory
+    said = "Please remember this: the locker code is 4471."
+    down = build_chat_chain(manager, Down(messages=iter([])))
+    with pytest.raises(LLMUnavailableError):
+        down.invoke({"input": said}, CFG)
+    with pytest.raises(LLMUnavailableError):  # an async client retries
+        asyncio.run(down.ainvoke({"input": said}, CFG))
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [(t.role, t.content) for t in turns] == [("user", said)]  # stored once
+    # The same message again, the model back: it is answered, not stored a second time.
+    model = Recording(messages=iter([AIMessage("Noted.")]), prompts=[])
+    asyncio.run(build_chat_chain(manager, model).ainvoke({"input": " " + said}, CFG))
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [(t.role, t.content) for t in turns] == [("user", said), ("assistant", "Noted.")]
+    (prompt,) = model.prompts
+    assert [m.content for m in prompt if m.type == "human"] == [" " + said]
+    # A message the client gave up on stays in the context of the next one.
+    with pytest.raises(LLMUnavailableError):
+        build_chat_chain(manager, Down(messages=iter([]))).invoke({"input": "And the bike?"}, CFG)
+    model = Recording(messages=iter([AIMessage("It is blue.")]), prompts=[])
+    build_chat_chain(manager, model).invoke({"input": "What colour is it?"}, CFG)
+    assert [m.content for m in model.prompts[0][1:]] == [
+        said,
+        "Noted.",
+        "And the bike?",
+        "What colour is it?",
+    ]
+    turns = manager.store.get_turns("trip", user_id="ana")
+    assert [t.content for t in turns][2:] == ["And the bike?", "What colour is it?", "It is blue."]
 
 
 def test_chat_chain_astream_runs_its_steps_directly_unless_observed(
@@ -567,3 +742,36 @@ def test_add_turns_rejects_mixed_input(memory: Any) -> None:
     manager, _, _ = memory
     with pytest.raises(InvalidInputError, match="mix"):
         manager.add_turns("trip", "ana", [NewTurn("user", "a"), HumanMessage("b")])
+
+
+def test_two_users_with_one_conversation_id_share_nothing(memory: Any) -> None:
+    """Conversation ids are each user's own: every tier keeps ana's "notes" apart from bob's."""
+    manager, service, summarizer = memory
+    ana = ["Remember this: my locker code is 4471.", "ok", "The boat leaves at 9.", "ok"]
+    bob = ["My cat is called Miso.", "ok", "I play the cello on Sundays.", "ok"]
+    for user, texts in (("ana", ana), ("bob", bob)):
+        turns = [NewTurn("user" if n % 2 == 0 else "assistant", t) for n, t in enumerate(texts)]
+        stored = manager.add_turns("notes", user, turns)
+        assert [t.turn_number for t in stored] == [1, 2, 3, 4]  # both start at 1
+    manager.tier3.indexer.drain()
+    assert manager.tier3.index.count() == 8  # no point overwrote another user's
+    for user, texts in (("ana", ana), ("bob", bob)):
+        assert [t.content for t in manager.store.get_turns("notes", user_id=user)] == texts
+        assert [t.content for t in manager.recent_turns("notes", user)] == texts
+        found = manager.find("locker code cat cello boat", user_id=user, limit=8, facts=True)
+        assert {item.content for item in found.items} <= set(texts)
+    assert [f.content for f in manager.facts("ana")] == [ana[0]]
+    assert manager.facts("bob") == []
+    # Consolidating both: one run each, each summary of its own turns.
+    for user in ("ana", "bob"):
+        service.consolidate("notes", user)
+    (ana_summary,) = manager.store.get_summaries("notes", user_id="ana")
+    (bob_summary,) = manager.store.get_summaries("notes", user_id="bob")
+    assert "4471" in summarizer.calls[-2]["turns"]
+    assert "Miso" in summarizer.calls[-1]["turns"]
+    assert ana_summary.summary_text != bob_summary.summary_text
+    # Purging bob's leaves ana's in every tier.
+    assert manager.delete_conversation("notes", "bob")
+    assert manager.tier3.index.count() == 4
+    assert [t.content for t in manager.store.get_turns("notes", user_id="ana")] == ana
+    assert manager.store.get_turns("notes", user_id="bob") == []

@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.needs import missing
 from tests.servers import RunningServer
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -82,9 +83,10 @@ def test_remote_client_runs_against_a_real_server(
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 
 
-@pytest.mark.skipif(not LOCOMO_DEV.exists(), reason=f"LoCoMo data not found at {LOCOMO_DEV}")
 @pytest.mark.timeout(600)
 def test_latency_and_recall_notebook_plots(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not LOCOMO_DEV.exists():
+        missing(f"LoCoMo data not found at {LOCOMO_DEV}: CI runs next to ../shared/data")
     _clean_environment(monkeypatch)
     plot = tmp_path / "plot.png"
     monkeypatch.setenv("LOCOMO_FILE", str(LOCOMO_DEV))

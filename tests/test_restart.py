@@ -24,7 +24,9 @@ WRITER = textwrap.dedent(
     history = BufferChatMessageHistory(TurnBuffer(max_turns=4), "trip", source=store, user_id="ana")
     for i in range(1, 7):
         history.add_messages([HumanMessage(f"question {i}"), AIMessage(f"answer {i}")])
-    store.add_summary("trip", "Ana asked six questions.", (1, 12), running_summary="Six Qs.")
+    store.add_summary(
+        "trip", "Ana asked six questions.", (1, 12), running_summary="Six Qs.", user_id="ana"
+    )
     print("ACK", flush=True)
     if sys.argv[2] == "kill":
         os.kill(os.getpid(), 9)  # no clean shutdown: nothing is flushed on exit
@@ -46,7 +48,7 @@ READER = textwrap.dedent(
         "tier1": [m.content for m in history.messages],
         "turns": [t.turn_number for t in store.get_turns("trip", user_id="ana")],
         "summary": info.summary,
-        "summaries": [s.summary_text for s in store.get_summaries("trip")],
+        "summaries": [s.summary_text for s in store.get_summaries("trip", user_id="ana")],
     }))
     """
 )

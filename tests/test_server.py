@@ -42,6 +42,28 @@ def test_health_in_process(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "vectors").is_dir()
 
 
+def test_consolidate_without_an_llm_is_503_saying_what_to_start(tmp_path: Path) -> None:
+    settings = MemorySettings(
+        data_dir=tmp_path / "data",
+        llm_fallback="off",
+        ollama_base_url=f"http://127.0.0.1:{free_port()}",  # no Ollama there
+        memory_tier3_enabled=False,
+    )
+    with TestClient(create_app(settings)) as client:
+        turns = {"turns": [{"role": "user", "content": "We fly to Lisbon on 3 May."}]}
+        assert client.post("/v1/conversations/trip/turns", json=turns).status_code == 201
+        response = client.post("/v1/conversations/trip/consolidate")
+        assert response.status_code == 503, response.text
+        assert "start Ollama" in response.json()["detail"]
+        # A server built without any LLM at all (the library's llm=False) says so too.
+        client.app.state.services.consolidation = None  # type: ignore[attr-defined]
+        response = client.post("/v1/conversations/trip/consolidate")
+        assert response.status_code == 503, response.text
+        assert "MEMORY_CHAIN_OLLAMA_BASE_URL" in response.json()["detail"]
+        stored = client.get("/v1/conversations/trip/turns").json()["turns"]
+        assert [turn["content"] for turn in stored] == ["We fly to Lisbon on 3 May."]
+
+
 def test_health_reports_an_unreachable_qdrant(tmp_path: Path) -> None:
     settings = MemorySettings(
         data_dir=tmp_path / "data",

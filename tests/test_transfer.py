@@ -107,8 +107,9 @@ def _fill(store: SQLStore) -> None:
         (1, 4),
         token_count=14,
         running_summary="Ana plans a Lisbon trip with Marta, 3-10 May, 2000 euros.",
+        user_id="ana",
     )
-    store.set_status("work", "archived")
+    store.set_status("work", "archived", user_id="ana")
     store.append_turns(
         "bob-1",
         [NewTurn("user", "My dog is called Rex."), NewTurn("assistant", "Hello Rex!")],
@@ -339,7 +340,9 @@ def test_conflicts_fail_by_default_and_can_be_skipped(tmp_path: Path, source: Pa
     twice.write_text(f"{lines[2]}\n{lines[2]}\n", encoding="utf-8")
     result = _cli(tmp_path / "other", "import", str(twice), **off)
     assert result.exit_code == 1
-    assert "line 2: conversation 'bob-1' comes twice (first on line 1)" in result.stderr
+    assert (
+        "line 2: conversation 'bob-1' of user 'bob' comes twice (first on line 1)" in result.stderr
+    )
 
 
 def test_store_level_write_is_exact_and_all_or_nothing(store: SQLStore) -> None:
@@ -355,18 +358,19 @@ def test_store_level_write_is_exact_and_all_or_nothing(store: SQLStore) -> None:
         assert not write_conversation(queued, record, max_chars=1000, on_conflict="skip")
     assert _rows(store) == rows
     for record in records:
-        assert store.delete_conversation(record.info.conversation_id)
+        info = record.info
+        assert store.delete_conversation(info.conversation_id, user_id=info.user_id or "")
         assert write_conversation(queued, record, max_chars=1000)
     assert list(read_conversations(store.engine)) == records
     assert _rows(store) == rows
     with store.engine.connect() as conn:
         assert len(conn.execute(select(outbox)).all()) == 9  # queued for tier 3
     # A record the store would not accept changes nothing (checked before the transaction).
-    store.delete_conversation("bob-1")
+    store.delete_conversation("bob-1", user_id="bob")
     inconsistent = replace(records[2], turns=records[2].turns[:1])
     with pytest.raises(ValueError, match="turn_count is 2 but there are 1 turns"):
         write_conversation(queued, inconsistent, max_chars=1000)
-    assert store.get_conversation("bob-1") is None
+    assert store.get_conversation("bob-1", user_id="bob") is None
 
 
 @pytest.mark.slow
@@ -397,11 +401,11 @@ def test_consolidate_summarizes_with_the_real_model(tmp_path: Path, local_llm_ur
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("trip (ana) turns 1-4: ")
     assert "1 summaries written (1 conversations checked)" in result.stdout
-    stored = store.get_summaries("trip")
+    stored = store.get_summaries("trip", user_id="ana")
     assert [(s.turn_range_start, s.turn_range_end) for s in stored] == [(1, 4)]
     assert stored[0].summary_text in result.stdout
     assert "Lisbon" in stored[0].summary_text
-    info = store.get_conversation("trip")
+    info = store.get_conversation("trip", user_id="ana")
     assert info is not None
     assert info.summary == stored[0].summary_text
 
@@ -429,3 +433,34 @@ def test_import_with_tier3_held_elsewhere_queues_the_turns(
         assert server.vectors.index.count(VectorFilter(user_id="bob")) == 2
     finally:
         server.close()
+
+
+def test_two_users_with_one_conversation_id_export_and_import(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    store = _store(source)
+    for user, text in (("ana", "Ana's notes."), ("bob", "Bob's notes.")):
+        store.append_turns("notes", [NewTurn("user", text)], user_id=user)
+    store.engine.dispose()
+    both = _cli(source, "export", "--conversation", "notes")  # that id of every user
+    assert both.exit_code == 0, both.output
+    lines = [json.loads(line) for line in both.stdout.splitlines()]
+    assert [(line["user_id"], line["conversation_id"]) for line in lines] == [
+        ("ana", "notes"),
+        ("bob", "notes"),
+    ]
+    only_bob = _cli(source, "export", "--conversation", "notes", "--user", "bob")
+    assert [json.loads(line)["user_id"] for line in only_bob.stdout.splitlines()] == ["bob"]
+    path = tmp_path / "notes.jsonl"
+    path.write_text(both.stdout, encoding="utf-8")
+    target = tmp_path / "target"
+    off = {"MEMORY_CHAIN_MEMORY_TIER3_ENABLED": "false"}
+    assert _cli(target, "import", str(path), **off).exit_code == 0
+    imported = _store(target)
+    try:
+        for user, text in (("ana", "Ana's notes."), ("bob", "Bob's notes.")):
+            assert [t.content for t in imported.get_turns("notes", user_id=user)] == [text]
+    finally:
+        imported.engine.dispose()
+    again = _cli(target, "import", str(path), **off)
+    assert again.exit_code == 1
+    assert "line 1: conversation 'notes' already exists" in again.stderr

@@ -7,9 +7,12 @@ when the app starts (its lifespan), and closed when it stops.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from fastapi import FastAPI
@@ -23,6 +26,7 @@ from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
 from memory_chain.services import Services, open_services
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.sql.tasks import VectorTasks
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +45,42 @@ def _tier3_health(services: Services) -> dict[str, Any]:
         "available": worker is not None and worker.index_open and worker.last_error is None,
         "last_error": worker.last_error if worker else None,
         "queued_turns": EmbeddingOutbox(services.store).count(),
+        # Deletions and payload refreshes waiting for the vector store.
+        "queued_tasks": VectorTasks(services.store).count(),
         "embedding_model": getattr(vectors.embeddings, "model_name", None),
     }
+
+
+def _halt_on_signals(services: Services) -> Callable[[], None]:
+    """Stop starting background work as soon as SIGTERM or SIGINT arrives.
+
+    The server (uvicorn) handles these signals by draining open requests first and running
+    the shutdown only then; meanwhile consolidation would go on summarizing range after range.
+    The handler it installed is wrapped, so that :meth:`Services.halt` runs on the signal
+    (it only sets flags), and is put back by the returned function.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # a test client runs the app in a thread: no signals there
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def handle(sig: int, frame: FrameType | None) -> None:
+        services.halt()
+        handler = previous[signal.Signals(sig)]
+        if callable(handler):
+            handler(sig, frame)
+        else:  # the default action, or ignoring it: as before
+            signal.signal(sig, handler)
+            signal.raise_signal(sig)
+
+    for sig in previous:
+        signal.signal(sig, handle)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is handle:
+                signal.signal(sig, handler)
+
+    return restore
 
 
 def create_app(settings: MemorySettings | None = None) -> FastAPI:
@@ -72,9 +110,11 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
             services.engine.url.render_as_string(),
             services.vectors.backend if services.vectors else "disabled",
         )
+        restore = _halt_on_signals(services)
         try:
             yield
         finally:
+            restore()
             await run_in_executor(None, services.close)
 
     app = FastAPI(

@@ -1,7 +1,8 @@
 """The seed's conversation endpoints, every one scoped to the calling user.
 
-A conversation of another user answers exactly like a missing one (404), so ids cannot be
-probed.
+Conversation ids are each user's own: a conversation of another user answers exactly like a
+missing one (404), and writing under an id another user also has creates the caller's own
+conversation, as under a free id (201), so ids can neither be probed nor taken.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel, Field, field_validator
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
+from memory_chain.chain import LLMUnavailableError
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.schemas import (
     ID_PATTERN,
@@ -363,15 +365,30 @@ async def delete_conversation(
     return DeleteResponse(conversation_id=conversation_id, action="archived")
 
 
-@router.post("/{conversation_id}/consolidate", response_model=ConsolidateResponse)
+@router.post(
+    "/{conversation_id}/consolidate",
+    response_model=ConsolidateResponse,
+    responses={503: {"description": "No LLM to summarize with; the message says what to start."}},
+)
 async def consolidate_conversation(
     conversation_id: ConversationId, services: ServicesDep, user: CurrentUser
 ) -> ConsolidateResponse:
     """Summarize what is not summarized yet, now (the manual trigger)."""
     await _owned(services, conversation_id, user)
-    if services.consolidation is None:
-        raise ConversationNotFoundError(conversation_id)  # pragma: no cover - server has one
-    summary = await services.consolidation.aconsolidate(conversation_id, user)
+    consolidation = services.consolidation
+    models = services.models
+    if consolidation is None or models is None:
+        raise LLMUnavailableError(
+            "this server runs without an LLM, so it cannot summarize: start it with one "
+            "(Ollama at MEMORY_CHAIN_OLLAMA_BASE_URL, or MEMORY_CHAIN_LLM_FALLBACK=embedded); "
+            "the turns stay stored and unsummarized"
+        )
+    if not await run_in_executor(None, models.reachable):
+        raise LLMUnavailableError(
+            f"no LLM to summarize with ({models.detail}); the turns stay stored and are "
+            "summarized once it is reachable"
+        )
+    summary = await consolidation.aconsolidate(conversation_id, user)
     return ConsolidateResponse(summary=SummaryOut.of(summary) if summary else None)
 
 

@@ -22,6 +22,7 @@ from memory_chain.chain import LLMUnavailableError
 from memory_chain.consolidation import ConsolidationError
 from memory_chain.errors import (
     ConversationNotFoundError,
+    FactNotFoundError,
     InvalidInputError,
     MemoryChainError,
     StorageError,
@@ -40,6 +41,7 @@ BODY_ERROR = (
 _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (InvalidInputError, 422),
     (ConversationNotFoundError, 404),
+    (FactNotFoundError, 404),
     (LLMUnavailableError, 503),
     (ConsolidationError, 503),
     (StorageError, 503),

@@ -4,7 +4,8 @@ LangServe needs the runnables when the app is built, but the stores open when it
 the routes serve stand-ins whose target is set at start-up (:class:`LateBound`). Every
 request goes through :func:`config_modifier`, which puts the authenticated user into the
 config (a client cannot choose it when auth is on) and answers 400 when no conversation is
-named (LangServe would otherwise fail with a 500, or share one empty session).
+named (LangServe would otherwise fail with a 500, or share one empty session). Conversation
+ids are each user's own: a conversation id names the calling user's conversation.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from langserve import add_routes
 
 from memory_chain.api.deps import get_services, resolve_user
 from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
+from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import validate_id
 
@@ -98,16 +99,10 @@ def config_modifier(required_conversation: bool) -> Any:
         configurable["user_id"] = user
         if conversation is not None:
             try:
+                # The user's own conversation of this id (ids are per user).
                 configurable["conversation_id"] = validate_id(conversation)
             except InvalidInputError as exc:
                 raise HTTPException(status_code=422, detail=str(exc)) from exc
-            # Refuse another user's conversation before anything runs or streams (404, as
-            # for a missing one).
-            info = await services.store.aget_conversation(conversation)
-            if info is not None and info.user_id != user:
-                raise HTTPException(
-                    status_code=404, detail=str(ConversationNotFoundError(conversation))
-                )
         return {**config, "configurable": configurable}
 
     return modify

@@ -59,7 +59,7 @@ from memory_chain.api.openai_history import (
     plan_history,
 )
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
-from memory_chain.errors import ConversationNotFoundError, MemoryChainError
+from memory_chain.errors import MemoryChainError
 from memory_chain.messages import message_text
 from memory_chain.schemas import NewTurn, Turn, validate_new_turns
 from memory_chain.services import Services
@@ -226,14 +226,9 @@ def _stored(
     """The stored turn count and the turns to compare with the client's history.
 
     All the turns when there are no more than the ``history`` messages the client sent, else
-    the last four.
-
-    Raises:
-        ConversationNotFoundError: For a conversation of another user (404).
+    the last four. A conversation id another user chose is not this user's (0 turns).
     """
-    info = store.get_conversation(conversation_id)
-    if info is not None and info.user_id != user_id:
-        raise ConversationNotFoundError(conversation_id)
+    info = store.get_conversation(conversation_id, user_id=user_id)
     count = info.turn_count if info is not None else 0
     if count == 0:
         return 0, []
@@ -257,6 +252,7 @@ async def _reply_for(
         )
     if plan.action == "repeat":
         return await _repeat_reply(services, cid, user, parsed.new_text)
+    # "retry": the chain finds the message stored and unanswered, and stores only the reply.
     if plan.missing:
         missing = [
             HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)

@@ -18,6 +18,9 @@ What is stored:
       chain runs;
     * the message repeats the last stored exchange (a retry, Open WebUI's *regenerate*): a
       reply is generated from memory without that exchange and nothing is stored;
+    * the message is the last stored turn, unanswered (the user turn is stored before the
+      model runs, and the model failed or the client left mid-stream): the chain answers that
+      turn and stores only the reply;
     * otherwise the history diverged (edited messages, another branch): nothing of it is
       stored or rewritten, since memory is append-only; the chain answers with memory and
       stores the new message and the reply.
@@ -73,11 +76,12 @@ class HistoryPlan:
 
     Attributes:
         action: ``"append"`` (in sync), ``"import"`` (store ``missing`` first), ``"repeat"``
-            (answer, store nothing) or ``"diverged"`` (store only the new exchange).
+            (answer, store nothing), ``"retry"`` (answer the stored unanswered message, store
+            the reply) or ``"diverged"`` (store only the new exchange).
         missing: Turns the client has and the server lacks (for ``"import"``).
     """
 
-    action: Literal["append", "import", "repeat", "diverged"]
+    action: Literal["append", "import", "repeat", "retry", "diverged"]
     missing: tuple[Said, ...] = ()
 
 
@@ -103,20 +107,31 @@ def plan_history(
     complete = len(stored) == stored_count
     if complete and _keys(history) == _keys(stored):
         return HistoryPlan("append")
+    said = Said("user", new_text).key
     if (
         stored_count >= 2
-        and stored[-2].key == Said("user", new_text).key
+        and stored[-2].key == said
         and stored[-1].role == "assistant"
+        and _follows(history, stored[:-2], stored_count - 2)
     ):
-        before, before_count = stored[:-2], stored_count - 2
-        overlap = min(len(history), len(before), 2)
-        if (before_count == 0 and not history) or (
-            overlap > 0 and _keys(history[-overlap:]) == _keys(before[-overlap:])
-        ):
-            return HistoryPlan("repeat")
+        return HistoryPlan("repeat")
+    if (
+        stored_count >= 1
+        and stored[-1].key == said
+        and _follows(history, stored[:-1], stored_count - 1)
+    ):
+        return HistoryPlan("retry")
     if complete and len(history) > stored_count and _keys(history[:stored_count]) == _keys(stored):
         return HistoryPlan("import", tuple(history[stored_count:]))
     return HistoryPlan("diverged")
+
+
+def _follows(history: Sequence[Said], before: Sequence[Said], before_count: int) -> bool:
+    """Whether the client's history ends where the stored turns ``before`` end."""
+    overlap = min(len(history), len(before), 2)
+    if before_count == 0:
+        return not history
+    return overlap > 0 and _keys(history[-overlap:]) == _keys(before[-overlap:])
 
 
 def derived_conversation_id(user_id: str, first_user_message: str) -> str:

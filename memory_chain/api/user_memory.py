@@ -1,25 +1,37 @@
-"""The caller's identity and remembered facts: ``GET /v1/me`` and ``GET /v1/facts``.
+"""The caller's own data: who they are, their remembered facts, their export, their erasure.
 
-Both serve the memory browser (``/ui/``) and any client that wants to show what memory holds
-for its user. Facts are the user turns that asked to be remembered ("remember this"), as
-tier 3 filed them: searchable from every conversation of the user. A fact said a moment ago
-shows once the tier-3 backfill has embedded its turn (usually within a second).
+``GET /v1/me`` and ``GET /v1/facts`` serve the memory browser (``/ui/``) and any client that
+wants to show what memory holds for its user. Facts are the user turns that asked to be
+remembered ("remember this"), as tier 3 filed them: searchable from every conversation of the
+user. A fact said a moment ago shows once the tier-3 backfill has embedded its turn (usually
+within a second). ``DELETE /v1/facts/{id}`` forgets one (the turn stays in its conversation).
+
+``GET /v1/users/me/export`` streams every conversation of the caller in the JSON Lines format
+of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller from every tier (rows at
+once, vectors and facts through the tier-3 task queue, so also when the vector store is down).
+Every endpoint acts only on the calling user, as the API key (or user header) decides.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query, Response, status
+from fastapi.responses import StreamingResponse
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel, Field
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
-from memory_chain.errors import VectorStoreUnavailableError
+from memory_chain.errors import FactNotFoundError
 from memory_chain.schemas import ID_PATTERN
+from memory_chain.transfer.jsonl import export_lines
 
 router = APIRouter(prefix="/v1", tags=["users"])
+
+#: A fact's id: its conversation and the number of the turn that said it.
+FACT_ID = re.compile(f"(?P<conversation>{ID_PATTERN.pattern}):(?P<turn>[1-9][0-9]{{0,9}})")
 
 
 class Me(BaseModel):
@@ -32,6 +44,7 @@ class Me(BaseModel):
 class Fact(BaseModel):
     """A remembered fact: the user turn that asked for it."""
 
+    id: str = Field(description="'<conversation_id>:<turn_number>'; DELETE /v1/facts/{id}.")
     conversation_id: str
     turn_number: int
     content: str
@@ -62,21 +75,21 @@ async def list_facts(
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Most facts returned.")] = 100,
+    include_archived: Annotated[
+        bool, Query(description="Facts of archived conversations too.")
+    ] = False,
 ) -> FactsResponse:
-    """The caller's remembered facts, newest first."""
-    vectors = services.vectors
-    facts = vectors.facts if vectors is not None else None
-    if facts is None:
-        raise VectorStoreUnavailableError(
-            "semantic memory is off on this server, so no facts are kept: set "
-            "MEMORY_CHAIN_MEMORY_TIER3_ENABLED=true"
-        )
+    """The caller's remembered facts, newest first (never those of purged conversations)."""
     found = await run_in_executor(
-        None, lambda: facts.of_user(user, conversation_id=conversation_id, limit=limit)
+        None,
+        lambda: services.manager.facts(
+            user, conversation_id=conversation_id, include_archived=include_archived, limit=limit
+        ),
     )
     return FactsResponse(
         facts=[
             Fact(
+                id=f"{fact.conversation_id}:{fact.turn_number}",
                 conversation_id=fact.conversation_id,
                 turn_number=fact.turn_number,
                 content=fact.content,
@@ -85,3 +98,51 @@ async def list_facts(
             for fact in found
         ]
     )
+
+
+@router.delete(
+    "/facts/{fact_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={404: {"description": "No such fact of the caller."}},
+)
+async def delete_fact(
+    fact_id: Annotated[
+        str,
+        Path(
+            pattern=f"^{FACT_ID.pattern}$",
+            description="A fact's id from GET /v1/facts: '<conversation_id>:<turn_number>'.",
+        ),
+    ],
+    services: ServicesDep,
+    user: CurrentUser,
+) -> Response:
+    """Forget a remembered fact: it is never offered again (the turn stays in its chat)."""
+    match = FACT_ID.fullmatch(fact_id)
+    if match is None:  # pragma: no cover - the path pattern checked it
+        raise FactNotFoundError(fact_id)
+    conversation, turn = match["conversation"], int(match["turn"])
+    found = await run_in_executor(None, services.manager.dismiss_fact, user, conversation, turn)
+    if not found:
+        raise FactNotFoundError(fact_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/users/me/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSON Lines."}},
+)
+async def export_me(services: ServicesDep, user: CurrentUser) -> StreamingResponse:
+    """Every conversation of the caller, one JSON object per line (``memory-chain export``)."""
+    return StreamingResponse(
+        export_lines(services.engine, user_id=user),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": 'attachment; filename="memory-chain-export.jsonl"'},
+    )
+
+
+@router.delete("/users/me", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_me(services: ServicesDep, user: CurrentUser) -> Response:
+    """Erase the caller: every conversation, turn, summary, point and fact. Idempotent."""
+    await run_in_executor(None, services.manager.delete_user, user)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

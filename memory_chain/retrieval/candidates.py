@@ -107,15 +107,21 @@ def payload_item(payload: TurnPayload, score: float, *, fact: bool = False) -> M
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose turns a query searches: one user's, or one conversation of theirs."""
+    """Whose turns a query searches: one user's, or one conversation of theirs.
+
+    Archived conversations are searched only with ``include_archived`` (or when named);
+    with ``tags``, only items with any of these tags.
+    """
 
     user_id: str
     conversation_id: str | None
+    include_archived: bool = False
+    tags: tuple[str, ...] | None = None
 
     def where(self, **conditions: Any) -> VectorFilter:
         """A vector filter of this scope and ``conditions``."""
         return VectorFilter(
-            user_id=self.user_id, conversation_id=self.conversation_id, **conditions
+            user_id=self.user_id, conversation_id=self.conversation_id, tags=self.tags, **conditions
         )
 
 

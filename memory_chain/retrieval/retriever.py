@@ -4,7 +4,7 @@ Each :class:`~langchain_core.documents.Document` holds an item's content, and in
 ``user_id``, ``tier`` (``"tier2"`` or ``"tier3"``: which tier first found it), ``sources``
 (every search that found it), ``kind`` (``"turn"`` or ``"summary"``), ``conversation_id``,
 ``turn_number`` (turns) or ``turn_range`` (summaries), ``role``, ``timestamp`` (RFC 3339,
-UTC) and ``score`` (the fused score: **higher is more relevant**, comparable within one
+UTC), ``tags`` and ``score`` (the fused score: **higher is more relevant**, comparable within one
 result list).
 
 Example:
@@ -27,8 +27,9 @@ from pydantic import ConfigDict, Field
 from memory_chain.errors import InvalidInputError
 from memory_chain.retrieval.search import MemorySearch
 from memory_chain.schemas import MemoryItem, as_utc, validate_id
+from memory_chain.tiers.vectors.tags import turn_tags
 
-_SEARCH_ARGS = frozenset({"k", "conversation_id"})
+_SEARCH_ARGS = frozenset({"k", "conversation_id", "include_archived", "tags"})
 
 
 def item_to_document(item: MemoryItem, user_id: str) -> Document:
@@ -44,6 +45,7 @@ def item_to_document(item: MemoryItem, user_id: str) -> Document:
         "role": item.role,
         "timestamp": as_utc(item.timestamp).isoformat(),
         "score": item.score,
+        "tags": list(turn_tags(item.role or "", item.content)),
     }
     return Document(page_content=item.content, metadata=metadata)
 
@@ -59,6 +61,9 @@ class MemoryRetriever(BaseRetriever):
         user_id: Whose memories are searched.
         k: Number of items to return.
         conversation_id: Restrict to one conversation (``None``: all of the user's).
+        include_archived: Search archived conversations too (purged ones are never found).
+        tags: Only items with any of these tags (``question``, ``code``, ``technical``,
+            ``fact``); each document's metadata lists its ``tags``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -67,6 +72,8 @@ class MemoryRetriever(BaseRetriever):
     user_id: str
     k: int = Field(default=5, ge=1, le=1000)
     conversation_id: str | None = None
+    include_archived: bool = False
+    tags: list[str] | None = None
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -84,6 +91,23 @@ class MemoryRetriever(BaseRetriever):
             validate_id(conversation_id)
         if not query.strip():
             raise InvalidInputError("query is empty: send some text to search for")
+        include_archived = kwargs.get("include_archived", self.include_archived)
+        if not isinstance(include_archived, bool):
+            raise InvalidInputError(
+                f"include_archived must be true or false, got {include_archived!r}"
+            )
+        tags = kwargs.get("tags", self.tags)
+        if tags is not None and (
+            isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags)
+        ):
+            raise InvalidInputError(f"tags must be a list of tag names, got {tags!r}")
         user_id = validate_id(self.user_id, "user id")
-        found = self.search.find(query, user_id=user_id, conversation_id=conversation_id, limit=k)
+        found = self.search.find(
+            query,
+            user_id=user_id,
+            conversation_id=conversation_id,
+            limit=k,
+            include_archived=include_archived,
+            tags=tags,
+        )
         return [item_to_document(item, user_id) for item in found.items]

@@ -54,7 +54,9 @@ from memory_chain.retrieval.fusion import FusionWeights, is_question
 from memory_chain.retrieval.timeframes import TimeWindow, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.vectors.index import VectorHit
+from memory_chain.tiers.vectors.tags import turn_tags
 from memory_chain.tiers.vectors.tier import Tier3
 
 RetrievalMode = Literal["hybrid", "dense", "keyword"]
@@ -160,6 +162,8 @@ class MemorySearch:
         exclude: Collection[TurnKey] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
+        tags: Collection[str] | None = None,
     ) -> Found:
         """The best ``limit`` items for ``query`` among the user's memories.
 
@@ -172,6 +176,11 @@ class MemorySearch:
                 turns a chat already shows).
             facts: Add the user's remembered facts as candidates.
             now: When relative time expressions ("last week") count from (default: now).
+            include_archived: Search archived conversations too (a conversation named by
+                ``conversation_id`` is searched archived or not). Purged conversations are
+                never found, even while tier 3 still holds their points.
+            tags: Only items with any of these tags (tier-3 points carry them; other items
+                get them from their text by the same rules).
 
         Returns:
             The items, best first, each with its fused score and sources, and what failed.
@@ -183,6 +192,8 @@ class MemorySearch:
             exclude=exclude,
             facts=facts,
             now=now,
+            include_archived=include_archived,
+            tags=tags,
         )
         return Found(found.rank(self.settings.weights, limit), found.degraded)
 
@@ -195,6 +206,8 @@ class MemorySearch:
         exclude: Collection[TurnKey] = (),
         facts: bool = False,
         now: datetime | None = None,
+        include_archived: bool = False,
+        tags: Collection[str] | None = None,
     ) -> Candidates:
         """Every candidate the sources find for ``query``, before fusion.
 
@@ -202,7 +215,9 @@ class MemorySearch:
         any weights (the cross-validation of the weights gathers once per question).
         """
         settings = self.settings
-        scope = Scope(user_id, conversation_id)
+        scope = Scope(
+            user_id, conversation_id, include_archived, tuple(tags) if tags is not None else None
+        )
         pool = Pool(exclude)
         found = Candidates(
             pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
@@ -244,7 +259,34 @@ class MemorySearch:
                 found.degraded.append(f"tier3 semantic search: {exc}")
             if facts and found.semantic:
                 self._facts(tier3, vector, user_id, pool, found.degraded)
+        self._keep_visible(pool, scope, found.degraded)
         return found
+
+    def _keep_visible(self, pool: Pool, scope: Scope, degraded: list[str]) -> None:
+        """Drop items of purged or (unless asked for) archived conversations, and untagged ones.
+
+        With tags asked for, an item must have one of them. Tier 3 is an index updated after
+        tier 2 (a purge's points are deleted by the backfill, later if the vector store is
+        down): tier 2's rows are the authority.
+        """
+        named = {c.item.conversation_id for c in pool.items}
+        if not named:
+            return
+        wanted = scope.include_archived or scope.conversation_id is not None
+        try:
+            visible = self.store.visible_conversations(
+                scope.user_id, named, statuses=WITH_ARCHIVED if wanted else ACTIVE
+            )
+        except MemoryChainError as exc:
+            visible = set()  # unverifiable: show nothing rather than something purged
+            degraded.append(f"tier2 conversation check: {exc}")
+        tags = set(scope.tags) if scope.tags is not None else None
+        pool.items[:] = [
+            c
+            for c in pool.items
+            if c.item.conversation_id in visible
+            and (tags is None or tags & set(turn_tags(c.item.role or "", c.item.content)))
+        ]
 
     def _submit(self, work: Callable[..., _T], *args: Any, parallel: bool) -> Future[_T]:
         """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""
@@ -279,6 +321,7 @@ class MemorySearch:
             conversation_id=conversation_id,
             limit=depth,
             scored=settings.keyword_scored if tier3 is not None else 0,
+            include_archived=scope.include_archived,
         )
         summaries = self.store.search(
             query,
@@ -286,6 +329,7 @@ class MemorySearch:
             conversation_id=conversation_id,
             kinds=("summary",),
             limit=settings.summary_k,
+            include_archived=scope.include_archived,
         )
         side = KeywordSide(turns + summaries, scores, KnownTurns())
         if tier3 is not None:

@@ -34,7 +34,6 @@ from langchain_core.messages import BaseMessage
 
 from memory_chain import metrics
 from memory_chain.config import DEFAULT_USER_ID
-from memory_chain.errors import ConversationNotFoundError
 from memory_chain.messages import to_message, to_new_turns
 from memory_chain.schemas import (
     ConversationInfo,
@@ -84,7 +83,8 @@ class TurnBuffer:
             raise ValueError("max_turns and max_conversations must be at least 1")
         self.max_turns = max_turns
         self.max_conversations = max_conversations
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        # Keyed by (user, conversation): conversation ids are each user's own.
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         # Bumped by every authoritative summary write; a fill read from SQL before a bump
         # may be stale and is not cached (see set_summary).
@@ -93,19 +93,19 @@ class TurnBuffer:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, conversation_id: object) -> bool:
-        return conversation_id in self._entries
+    def __contains__(self, conversation: object) -> bool:
+        """``(user_id, conversation_id)``, or a conversation id of the default user."""
+        key = conversation if isinstance(conversation, tuple) else (DEFAULT_USER_ID, conversation)
+        return key in self._entries
 
-    def _touch(self, conversation_id: str, user_id: str | None) -> _Entry | None:
-        entry = self._entries.get(conversation_id)
-        if entry is None:
-            return None
-        if user_id is not None and entry.user_id != user_id:
-            raise ConversationNotFoundError(conversation_id)
-        self._entries.move_to_end(conversation_id)
+    def _touch(self, conversation_id: str, user_id: str) -> _Entry | None:
+        key = (user_id, conversation_id)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
         return entry
 
-    def get(self, conversation_id: str, user_id: str | None = None) -> list[Turn] | None:
+    def get(self, conversation_id: str, user_id: str = DEFAULT_USER_ID) -> list[Turn] | None:
         """The cached turns, oldest first, or ``None`` on a miss."""
         with metrics.retrieval_timer("tier1"), self._lock:
             entry = self._touch(conversation_id, user_id)
@@ -113,17 +113,19 @@ class TurnBuffer:
             return list(entry.turns) if entry is not None else None
 
     def get_messages(
-        self, conversation_id: str, user_id: str | None = None
+        self, conversation_id: str, user_id: str = DEFAULT_USER_ID
     ) -> list[BaseMessage] | None:
         """The cached turns as LangChain messages, or ``None`` on a miss."""
         with self._lock:
             entry = self._touch(conversation_id, user_id)
             return list(entry.messages) if entry is not None else None
 
-    def metadata(self, conversation_id: str) -> ConversationMetadata | None:
+    def metadata(
+        self, conversation_id: str, user_id: str = DEFAULT_USER_ID
+    ) -> ConversationMetadata | None:
         """A copy of the conversation's metadata, or ``None`` on a miss."""
         with self._lock:
-            entry = self._entries.get(conversation_id)
+            entry = self._entries.get((user_id, conversation_id))
             if entry is None:
                 return None
             meta = entry.metadata
@@ -131,7 +133,7 @@ class TurnBuffer:
                 meta.created_at, meta.last_updated, meta.turn_count, meta.total_tokens
             )
 
-    def summary(self, conversation_id: str, user_id: str | None = None) -> CachedSummary | None:
+    def summary(self, conversation_id: str, user_id: str = DEFAULT_USER_ID) -> CachedSummary | None:
         """The cached summary state, or ``None`` if the conversation or its state is not cached."""
         with self._lock:
             entry = self._touch(conversation_id, user_id)
@@ -143,13 +145,19 @@ class TurnBuffer:
         return self._summary_epoch
 
     def set_summary(
-        self, conversation_id: str, summary: CachedSummary, *, epoch: int | None = None
+        self,
+        conversation_id: str,
+        summary: CachedSummary,
+        *,
+        user_id: str = DEFAULT_USER_ID,
+        epoch: int | None = None,
     ) -> None:
         """Cache a conversation's summary state (kept only while the conversation is cached).
 
         Args:
             conversation_id: The conversation.
             summary: Its state.
+            user_id: Its owner.
             epoch: ``None`` for an authoritative write (this process just stored the summary);
                 for a fill read from SQL, :attr:`summary_epoch` taken before the read: the fill
                 is dropped if a summary was written since, as it may be older.
@@ -159,7 +167,7 @@ class TurnBuffer:
                 self._summary_epoch += 1
             elif epoch != self._summary_epoch:
                 return
-            entry = self._entries.get(conversation_id)
+            entry = self._entries.get((user_id, conversation_id))
             if entry is not None and (
                 entry.summary is None or entry.summary.through <= summary.through
             ):
@@ -181,14 +189,15 @@ class TurnBuffer:
             messages=deque((to_message(turn) for turn in kept), maxlen=self.max_turns),
             metadata=metadata,
         )
+        key = (user_id, conversation_id)
         with self._lock:
-            current = self._entries.get(conversation_id)
+            current = self._entries.get(key)
             # A load racing a write must not replace newer cached turns with older ones.
             if current is None or current.metadata.turn_count <= metadata.turn_count:
                 if current is not None:
                     entry.summary = current.summary
-                self._entries[conversation_id] = entry
-            self._entries.move_to_end(conversation_id)
+                self._entries[key] = entry
+            self._entries.move_to_end(key)
             self._evict()
 
     def _evict(self) -> None:
@@ -208,8 +217,9 @@ class TurnBuffer:
         ordered = sorted(turns, key=lambda turn: turn.turn_number)
         if not ordered:
             return
+        key = (user_id, conversation_id)
         with self._lock:
-            entry = self._entries.get(conversation_id)
+            entry = self._entries.get(key)
             if entry is None:
                 if ordered[0].turn_number != 1:
                     return
@@ -221,26 +231,28 @@ class TurnBuffer:
                     metadata=ConversationMetadata(created_at=first, last_updated=first),
                     summary=CachedSummary(None, 0),  # a new conversation has no summary yet
                 )
-                self._entries[conversation_id] = entry
+                self._entries[key] = entry
             last = entry.metadata.turn_count
             for turn in ordered:
                 if turn.turn_number <= last:
                     continue
                 if turn.turn_number != last + 1:
-                    del self._entries[conversation_id]
+                    del self._entries[key]
                     return
                 entry.turns.append(turn)
                 entry.messages.append(to_message(turn))
                 entry.metadata.turn_count = last = turn.turn_number
                 entry.metadata.total_tokens += turn.content_tokens
                 entry.metadata.last_updated = max(entry.metadata.last_updated, turn.timestamp)
-            self._entries.move_to_end(conversation_id)
+            self._entries.move_to_end(key)
             self._evict()
 
-    def prune(self, conversation_id: str, keep_last: int) -> None:
+    def prune(
+        self, conversation_id: str, keep_last: int, *, user_id: str = DEFAULT_USER_ID
+    ) -> None:
         """Keep only the last ``keep_last`` turns of a conversation (after consolidation)."""
         with self._lock:
-            entry = self._entries.get(conversation_id)
+            entry = self._entries.get((user_id, conversation_id))
             if entry is None:
                 return
             drop = max(len(entry.turns) - max(keep_last, 0), 0)
@@ -248,10 +260,16 @@ class TurnBuffer:
                 entry.turns.popleft()
                 entry.messages.popleft()
 
-    def invalidate(self, conversation_id: str) -> None:
+    def invalidate(self, conversation_id: str, *, user_id: str = DEFAULT_USER_ID) -> None:
         """Forget a conversation (the next read reloads it)."""
         with self._lock:
-            self._entries.pop(conversation_id, None)
+            self._entries.pop((user_id, conversation_id), None)
+
+    def clear_user(self, user_id: str) -> None:
+        """Forget every conversation of a user."""
+        with self._lock:
+            for key in [key for key in self._entries if key[0] == user_id]:
+                del self._entries[key]
 
     def clear(self) -> None:
         """Forget every conversation."""
@@ -268,19 +286,15 @@ class TurnSource(Protocol):
         """Store turns and return them numbered."""
         ...
 
-    def recent_turns(
-        self, conversation_id: str, count: int, *, user_id: str | None = ...
-    ) -> list[Turn]:
+    def recent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """The last ``count`` turns, oldest first."""
         ...
 
-    def get_conversation(
-        self, conversation_id: str, *, user_id: str | None = ...
-    ) -> ConversationInfo | None:
+    def get_conversation(self, conversation_id: str, *, user_id: str) -> ConversationInfo | None:
         """A conversation's row."""
         ...
 
-    def delete_conversation(self, conversation_id: str, *, user_id: str | None = ...) -> bool:
+    def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
         """Remove a conversation."""
         ...
 
@@ -373,7 +387,7 @@ class BufferChatMessageHistory(BaseChatMessageHistory):
             return
         validate_new_turns(new_turns, max_chars=self.max_message_chars)
         with self._local_lock:
-            meta = self.buffer.metadata(self.conversation_id)
+            meta = self.buffer.metadata(self.conversation_id, self.user_id)
             last = meta.turn_count if meta else 0
             now = utcnow()
             stored = [
@@ -391,6 +405,6 @@ class BufferChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Forget the conversation here and, with a source, delete it from tier 2."""
-        self.buffer.invalidate(self.conversation_id)
+        self.buffer.invalidate(self.conversation_id, user_id=self.user_id)
         if self.source is not None:
             self.source.delete_conversation(self.conversation_id, user_id=self.user_id)

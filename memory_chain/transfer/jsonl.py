@@ -107,14 +107,27 @@ def export_jsonl(
     if progress is not None:
         progress(0, total)
     for record in read_conversations(engine, user_id=user_id, conversation_id=conversation_id):
-        out.write(json.dumps(record_to_json(record), ensure_ascii=False, separators=(",", ":")))
-        out.write("\n")
+        out.write(export_line(record))
         done += 1
         turn_total += len(record.turns)
         summary_total += len(record.summaries)
         if progress is not None:
             progress(done, max(total, done))
     return TransferReport(done, turn_total, summary_total)
+
+
+def export_line(record: ConversationRecord) -> str:
+    """One conversation as a line of the export format, with its newline."""
+    return json.dumps(record_to_json(record), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def export_lines(engine: Engine, *, user_id: str) -> Iterator[str]:
+    """A user's conversations as export lines, one conversation read at a time.
+
+    What ``GET /v1/users/me/export`` streams: the same lines as :func:`export_jsonl`.
+    """
+    for record in read_conversations(engine, user_id=user_id):
+        yield export_line(record)
 
 
 @contextmanager
@@ -221,22 +234,22 @@ def import_jsonl(
         StorageError: If the database fails.
     """
     now = utcnow()
-    lines: dict[str, int] = {}
+    lines: dict[tuple[str, str], int] = {}
     for number, record in read_jsonl(path, max_chars=max_chars, now=now):
-        cid = record.info.conversation_id
-        if cid in lines:
+        owned = (record.info.user_id or "", record.info.conversation_id)
+        if owned in lines:
             raise ImportFileError(
                 number,
-                f"conversation {cid!r} comes twice (first on line {lines[cid]}): keep one; "
-                "nothing was imported",
+                f"conversation {owned[1]!r} of user {owned[0]!r} comes twice (first on line "
+                f"{lines[owned]}): keep one; nothing was imported",
             )
-        lines[cid] = number
+        lines[owned] = number
     if on_conflict == "fail":
         taken = existing_conversations(store.engine, lines)
         if taken:
             first = min(taken, key=lines.__getitem__)
             raise ImportFileError(
-                lines[first], f"{ConversationExistsError(first)}; nothing was imported"
+                lines[first], f"{ConversationExistsError(first[1])}; nothing was imported"
             )
     report = TransferReport()
     total = len(lines)
@@ -270,6 +283,8 @@ __all__ = [
     "TransferReport",
     "atomic_text_file",
     "export_jsonl",
+    "export_line",
+    "export_lines",
     "import_jsonl",
     "read_jsonl",
 ]

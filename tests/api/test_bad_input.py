@@ -583,6 +583,61 @@ def test_list_query_string_oddities(target: Target, query: str, status: int) -> 
         client_error(response)
 
 
+# -- the caller's own data: facts, export, erasure --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fact_id", "status", "says"),
+    [
+        ("no-turn-number", 422, "match pattern"),
+        (f"{VICTIM}:0", 422, "match pattern"),
+        (f"{VICTIM}:-1", 422, "match pattern"),
+        (f"{VICTIM}:1.5", 422, "match pattern"),
+        (f"{VICTIM}:99999999999", 422, "match pattern"),
+        (f":{1}", 422, "match pattern"),
+        ("%2e%2e:1", 422, "match pattern"),
+        (f"{'a' * 129}:1", 422, "match pattern"),
+        (f"{VICTIM}:2", 404, "GET /v1/facts"),  # a reply, not a fact
+        (f"{VICTIM}:99", 404, "GET /v1/facts"),
+        (f"{OTHERS}:1", 404, "GET /v1/facts"),  # another user's
+    ],
+)
+def test_bad_fact_ids(target: Target, fact_id: str, status: int, says: str) -> None:
+    response = _send(target, "DELETE", f"/v1/facts/{fact_id}")
+    assert response.status_code == status, response.text[:300]
+    assert says in client_error(response)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "include_archived=maybe",
+        "include_archived=",
+        "limit=0",
+        "limit=501",
+        "conversation_id=..%2Fetc",
+        "conversation_id=%00",
+    ],
+)
+def test_bad_facts_queries(target: Target, query: str) -> None:
+    response = _send(target, "GET", f"/v1/facts?{query}")
+    assert response.status_code == 422, response.text[:300]
+    client_error(response)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/users/me/export"), ("DELETE", "/v1/users/me"), ("GET", "/v1/facts")],
+)
+@pytest.mark.parametrize("user", ["../owner", "own er", "a" * 129, "caf%C3%A9"])
+def test_a_malformed_user_header_on_the_callers_routes(
+    target: Target, method: str, path: str, user: str
+) -> None:
+    response = _send(target, method, path, **{"X-User-Id": user})
+    assert response.status_code == 422, response.text[:300]
+    assert "user id" in client_error(response)
+
+
 def test_nothing_changed_for_either_user(sqlite_target: Target) -> None:
     # The per-test check compares after each test; this one states it for the whole file.
     assert snapshot(sqlite_target.server) == sqlite_target.before

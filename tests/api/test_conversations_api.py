@@ -441,14 +441,17 @@ def test_bad_turns_are_422_and_store_nothing(
     assert errors.http.get("/v1/conversations/never-written").status_code == 404
 
 
-def test_turns_cannot_be_added_to_another_users_conversation(
+def test_turns_added_under_another_users_id_go_to_ones_own_conversation(
     server: RunningServer, errors: Client
 ) -> None:
     before = errors.ok("GET", "/v1/conversations/known/turns")
     with httpx.Client(base_url=server.url, headers={"X-User-Id": "intruder"}) as intruder:
         response = intruder.post("/v1/conversations/known/turns", json={"turns": [_turn()]})
-    assert response.status_code == 404, response.text
-    assert "known" in response.json()["detail"]
+        assert response.status_code == 201, response.text  # as for an id nobody uses
+        assert [t["turn_number"] for t in response.json()["turns"]] == [1]
+        own = intruder.get("/v1/conversations/known/turns").json()["turns"]
+        assert [t["content"] for t in own] == [_turn()["content"]]
+        assert intruder.delete("/v1/conversations/known?purge=true").status_code == 200
     assert errors.ok("GET", "/v1/conversations/known/turns") == before
 
 

@@ -15,7 +15,9 @@ was.
 
 Two users: ``owner`` holds the seeded conversation that must never change; ``fuzzer`` is the
 key the generated requests use (so a lucky guess of the seed's id is also an isolation check),
-and owns a conversation of its own that the generator is pointed at half of the time.
+and owns a conversation of its own (and a fact in it) that the generator is pointed at half of
+the time. The generated requests include the caller's own-data routes (``/v1/facts``,
+``/v1/users/me/export`` and ``DELETE /v1/users/me``, which erases the fuzzer, never the owner).
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def seeded(server: RunningServer) -> dict[str, Any]:
     """The owner's conversation (two exchanges) and the fuzzer's own; the owner's snapshot."""
     _chat(server, OWNER, SEED, "My cat Pixel likes tuna; DROP everything else from the list.")
     _chat(server, OWNER, SEED, "Remember: 100% of the budget_2024 goes to LIKE-minded folks.")
-    _chat(server, FUZZER, FUZZER_OWN, "Hello from the fuzzer.")
+    _chat(server, FUZZER, FUZZER_OWN, "Please remember this: the fuzzer says hello.")
     snapshot = _snapshot(server)
     assert snapshot["turn_count"] == 4
     return snapshot
@@ -146,6 +148,8 @@ def _aim_at_own_conversation(case: Any, aim: bool) -> None:
         return
     if "conversation_id" in (case.path_parameters or {}):
         case.path_parameters["conversation_id"] = FUZZER_OWN
+    if "fact_id" in (case.path_parameters or {}):
+        case.path_parameters["fact_id"] = f"{FUZZER_OWN}:1"  # the fuzzer's "remember this"
     body = case.body
     if isinstance(body, dict) and case.path.startswith("/memory/"):
         config = body.get("config")

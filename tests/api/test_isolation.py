@@ -2,14 +2,15 @@
 
 Alice tells the assistant a secret code; bob then tries every endpoint on her conversation.
 Foreign conversations answer exactly like missing ones (404, never 403), alice's data is
-unchanged afterwards, and nothing bob can search returns her turns. A trusted front end's
-key (``proxy_api_keys``, as Open WebUI would use) keeps its own users apart by their header,
-and none of them can reach alice.
+unchanged afterwards, and nothing bob can search returns her turns. Conversation ids are each
+user's own: bob writing under the id of alice's conversation creates his own conversation of
+that name, exactly as under an id nobody uses, so a write cannot probe ids either. A trusted
+front end's key (``proxy_api_keys``, as Open WebUI would use) keeps its own users apart by
+their header, and none of them can reach alice.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -159,9 +160,56 @@ def test_a_foreign_conversation_is_404(
     )
 
 
+def _bobs_turns(server: RunningServer, conversation_id: str) -> list[tuple[str, str]]:
+    response = httpx.get(
+        f"{server.url}/v1/conversations/{conversation_id}/turns", headers=BOB, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return [(turn["role"], turn["content"]) for turn in response.json()["turns"]]
+
+
+def _purge_bobs(server: RunningServer, conversation_id: str) -> None:
+    response = httpx.delete(
+        f"{server.url}/v1/conversations/{conversation_id}?purge=true", headers=BOB, timeout=30
+    )
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_an_id_in_use_by_another_user_answers_like_a_free_one(server: RunningServer) -> None:
+    turns = {"turns": [{"role": "user", "content": "My shed key is under the mat."}]}
+    answers = {}
+    for conversation_id in (ALICES, "nobody-uses-this"):
+        response = httpx.post(
+            f"{server.url}/v1/conversations/{conversation_id}/turns",
+            json=turns,
+            headers=BOB,
+            timeout=30,
+        )
+        stored = [(t["turn_number"], t["content"]) for t in response.json()["turns"]]
+        answers[conversation_id] = (response.status_code, stored)
+        assert _bobs_turns(server, conversation_id) == [("user", "My shed key is under the mat.")]
+    # The same answer (201, turn 1) whether alice uses the id or nobody does.
+    assert answers[ALICES] == answers["nobody-uses-this"]
+    assert answers[ALICES][0] == 201
+    # OpenAI-style chat under alice's id (a header, as a client would name it) is bob's own.
+    chat = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        json={"model": "x", "messages": [{"role": "user", "content": QUESTION}]},
+        headers={**BOB, "X-Conversation-Id": ALICES},
+        timeout=TIMEOUT,
+    )
+    assert chat.status_code == 200, chat.text
+    assert SECRET not in chat.text
+    assert chat.headers["x-conversation-id"] == ALICES
+    assert [role for role, _ in _bobs_turns(server, ALICES)] == ["user", "user", "assistant"]
+    for conversation_id in (ALICES, "nobody-uses-this"):
+        _purge_bobs(server, conversation_id)
+
+
 @pytest.mark.usefixtures("unchanged")
 @pytest.mark.parametrize("endpoint", ["invoke", "batch", "stream", "stream_log", "stream_events"])
-def test_bob_cannot_write_into_alices_conversation(server: RunningServer, endpoint: str) -> None:
+def test_bob_writing_under_alices_id_writes_his_own(server: RunningServer, endpoint: str) -> None:
     body = _invoke_body(ALICES, "Hi, what is the vault code?")
     if endpoint == "batch":
         body = {"inputs": [body["input"]], "config": body["config"]}
@@ -174,17 +222,21 @@ def test_bob_cannot_write_into_alices_conversation(server: RunningServer, endpoi
         except httpx.RemoteProtocolError:
             parts.append("\n<the server dropped the connection mid-stream>")
     text = "".join(parts)
+    assert response.status_code == 200, f"{response.status_code} {text}"
     assert SECRET not in text
-    # Refused before anything runs (no reply streamed to bob), like every foreign id.
-    assert response.status_code == 404, f"{response.status_code} {text}"
-    assert "not found" in json.loads(text)["detail"]
+    assert "7319" not in text
+    # The exchange is stored in bob's conversation of that name; alice's is unchanged.
+    assert _bobs_turns(server, ALICES)[0] == ("user", "Hi, what is the vault code?")
+    _purge_bobs(server, ALICES)
 
 
 @pytest.mark.usefixtures("unchanged")
 def test_the_config_cannot_choose_the_user(server: RunningServer) -> None:
     body = _invoke_body(ALICES, "What is the vault code?", user_id="alice")
     response = httpx.post(f"{server.url}/memory/invoke", json=body, headers=BOB, timeout=TIMEOUT)
-    _assert_not_found(response)
+    assert response.status_code == 200, response.text  # bob's own conversation of that name
+    assert SECRET not in response.text
+    _purge_bobs(server, ALICES)
     # A new conversation named with alice's user id still belongs to bob.
     body = _invoke_body("bob-claims-alice", "Say hello.", user_id="alice")
     response = httpx.post(f"{server.url}/memory/invoke", json=body, headers=BOB, timeout=TIMEOUT)

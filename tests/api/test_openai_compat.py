@@ -298,13 +298,14 @@ def test_api_keys_are_required_and_scope_conversations(keyed_server: RunningServ
     assert len(_turns(keyed_server, conversation, **as_alice)) == 2
 
     bob = _client(keyed_server, api_key="key-bob", **{"X-User-Id": "alice"})  # no impersonation
-    with pytest.raises(openai.NotFoundError):
-        _chat(bob, body["messages"], extra_body={"conversation_id": conversation})  # type: ignore[arg-type]
     as_bob = {"Authorization": "Bearer key-bob"}
     foreign = httpx.get(
         f"{keyed_server.url}/v1/conversations/{conversation}/turns", headers=as_bob, timeout=10
     )
     assert foreign.status_code == 404
+    # Bob naming the same conversation id chats in a conversation of his own.
+    _chat(bob, body["messages"], extra_body={"conversation_id": conversation})  # type: ignore[arg-type]
+    assert len(_turns(keyed_server, conversation, **as_bob)) == 2
     assert len(_turns(keyed_server, conversation, **as_alice)) == 2
 
 
@@ -387,7 +388,9 @@ def test_unreachable_llm_is_503_with_the_fix(
         assert caught.value.status_code == 503
         assert "start Ollama at http://127.0.0.1:9" in caught.value.message
     assert [m.id for m in client.models.list().data]  # the rest of the API still answers
-    assert httpx.get(f"{down.url}/v1/conversations", timeout=10).json() == []
+    # The message is kept (stored before the model was called), once for both attempts.
+    (stored,) = httpx.get(f"{down.url}/v1/conversations", timeout=10).json()
+    assert stored["turn_count"] == 1
 
 
 # -- in process: a stream that fails after it started ------------------------------------------
@@ -469,6 +472,16 @@ def test_plan_recognizes_a_repeat_of_the_last_exchange() -> None:
     assert plan_history([], STORED[:2], 2, "a").action == "repeat"
     # Only the last four stored turns are passed when the server has more than the client.
     assert plan_history(STORED[:2], STORED[-4:], 10, "b").action == "repeat"
+
+
+def test_plan_retries_a_stored_unanswered_message() -> None:
+    unanswered = [*STORED, Said("user", "c")]
+    assert plan_history(STORED, unanswered, 5, "c").action == "retry"
+    assert plan_history(STORED, unanswered, 5, " c ").action == "retry"
+    assert plan_history([], unanswered[:1], 1, "a").action == "retry"
+    assert plan_history(STORED, unanswered[-4:], 9, "c").action == "retry"
+    # Another message after the unanswered one: the history diverged (it lacks "c").
+    assert plan_history(STORED, unanswered, 5, "d").action == "diverged"
 
 
 def test_plan_diverged_histories_store_only_the_new_exchange() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import create_engine
 
+from memory_chain.tiers.sql.rows import client_id
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.index import TurnPayload, point_id
 
@@ -42,6 +43,7 @@ class Stores:
     """Tier 2 and tier 3 of one data directory."""
 
     turns: dict[str, list[StoredTurn]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
     turn_counts: dict[str, int] = field(default_factory=dict)
     running_summaries: dict[str, str | None] = field(default_factory=dict)
     summary_ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -56,7 +58,7 @@ class Stores:
     def expected_points(self) -> dict[str, tuple[str, StoredTurn]]:
         """Point id of every stored turn -> (conversation, turn)."""
         return {
-            point_id(cid, turn.number): (cid, turn)
+            point_id(self.owners[cid], cid, turn.number): (cid, turn)
             for cid, turns in self.turns.items()
             for turn in turns
         }
@@ -89,24 +91,28 @@ def read_stores(data_dir: Path, database_url: str | None = None) -> Stores:
 
 
 def _read_sql(stores: Stores, rows: Callable[[str], list[Any]]) -> None:
+    # Stored ids are "<user>/<conversation>"; these tests give each conversation id one user.
     turns: dict[str, list[StoredTurn]] = defaultdict(list)
     for row in rows(
         "SELECT id, conversation_id, turn_number, role, content FROM conversation_turns "
         "ORDER BY conversation_id, turn_number"
     ):
-        turns[row[1]].append(StoredTurn(row[0], row[2], row[3], row[4]))
+        turns[client_id(row[1])].append(StoredTurn(row[0], row[2], row[3], row[4]))
     stores.turns = dict(turns)
-    for cid, count, summary in rows(
-        "SELECT conversation_id, turn_count, summary FROM conversations"
+    for stored, owner, count, summary in rows(
+        "SELECT conversation_id, user_id, turn_count, summary FROM conversations"
     ):
+        cid = client_id(stored)
+        assert cid not in stores.owners, f"two users have a conversation {cid!r}"
+        stores.owners[cid] = owner
         stores.turn_counts[cid] = count
         stores.running_summaries[cid] = summary
     ranges: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for cid, start, end in rows(
+    for stored, start, end in rows(
         "SELECT conversation_id, turn_range_start, turn_range_end "
         "FROM conversation_summaries ORDER BY conversation_id, turn_range_start"
     ):
-        ranges[cid].append((start, end))
+        ranges[client_id(stored)].append((start, end))
     stores.summary_ranges = dict(ranges)
     stores.outbox = {row[0] for row in rows("SELECT turn_id FROM embedding_outbox")}
 

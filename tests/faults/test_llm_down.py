@@ -1,7 +1,9 @@
 """The LLM slow, failing or gone, against real servers and a fake Ollama in the test process.
 
-Chat answers 503 with what to fix, within ``llm_timeout_seconds`` when the model hangs, and
-stores nothing; it works again as soon as the model does, without a restart. Consolidation
+Chat answers 503 with what to fix, within ``llm_timeout_seconds`` when the model hangs; the
+user's message is stored (before the model is called) and a retry answers it without storing
+it twice; it works again as soon as the model does, without a restart. A client that leaves
+mid-stream keeps its message too. Consolidation
 retries the summarization with backoff, stores nothing when every attempt fails, and keeps
 every turn in tier 1 until a summary is stored. (An LLM unreachable from start-up, and a
 stream failing halfway, are covered in ``tests/api/test_openai_compat.py``.)
@@ -40,7 +42,13 @@ def _invoke(http: httpx.Client, conversation_id: str, text: str) -> httpx.Respon
     return http.post("/memory/invoke", json={"input": {"input": text}, "config": config})
 
 
-def test_a_hanging_llm_times_out_with_503_and_stores_nothing(
+def _stored(http: httpx.Client, conversation_id: str) -> list[tuple[str, str]]:
+    response = http.get(f"/v1/conversations/{conversation_id}/turns")
+    assert response.status_code == 200, response.text
+    return [(turn["role"], turn["content"]) for turn in response.json()["turns"]]
+
+
+def test_a_hanging_llm_times_out_with_503_and_keeps_the_message(
     tmp_path: Path, fake_llm: FakeOllama, make_server: Callable[..., RunningServer]
 ) -> None:
     server = make_server(
@@ -59,12 +67,35 @@ def test_a_hanging_llm_times_out_with_503_and_stores_nothing(
             assert time.monotonic() - began < 10
             assert "llm_timeout_seconds" in message, message
             assert "MEMORY_CHAIN_LLM_TIMEOUT_SECONDS" in message, message
-        assert http.get("/v1/conversations/slow").status_code == 404  # nothing stored
+            # The message is stored once, whichever client retried it.
+            assert _stored(http, "slow") == [("user", "hello")]
         fake_llm.chat_delay = 0
         history: list[dict[str, str]] = []
         assert chat(http, "slow", history, "hello").status_code == 200
         assert history[1]["content"] == "Noted: hello"
-        assert turn_numbers(http, "slow") == [1, 2]
+        assert _stored(http, "slow") == [("user", "hello"), ("assistant", "Noted: hello")]
+
+
+def test_a_client_leaving_mid_stream_keeps_its_message(
+    tmp_path: Path, fake_llm: FakeOllama, make_server: Callable[..., RunningServer]
+) -> None:
+    server = make_server(tmp_path / "data", memory_tier3_enabled=False).start()
+    fake_llm.word_delay = 1.0  # a slow model: the client gives up after the first words
+    said = "Remember this: the spare key is under the blue pot."
+    body = {"model": "x", "messages": [{"role": "user", "content": said}], "stream": True}
+    headers = {"X-Conversation-Id": "gone"}
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as stream:
+            assert stream.status_code == 200
+            lines = stream.iter_lines()
+            assert next(lines).startswith("data:")  # the first event; then the client leaves
+        wait_for(lambda: fake_llm.chats == 1, 10, "the chat request")
+        time.sleep(3)  # the reply would be complete by now
+        assert _stored(http, "gone") == [("user", said)]
+        # The client sends it again: answered, stored once.
+        fake_llm.word_delay = 0
+        assert chat(http, "gone", [], said).status_code == 200
+        assert _stored(http, "gone") == [("user", said), ("assistant", f"Noted: {said}")]
 
 
 def test_an_llm_failing_after_start_up_is_503_until_it_is_back(
@@ -81,10 +112,10 @@ def test_an_llm_failing_after_start_up_is_503_until_it_is_back(
             assert "ollama pull" in message, message
         fake_llm.chat_status = 200
         fake_llm.stop()  # Ollama gone: the port refuses connections
-        for response in (chat(http, "flaky", history, "second"), _invoke(http, "flaky", "x")):
+        for response in (chat(http, "flaky", history, "second"), _invoke(http, "flaky", "second")):
             message = _error(response)
             assert "check that Ollama runs" in message, message
-        assert turn_numbers(http, "flaky") == [1, 2]
+        assert turn_numbers(http, "flaky") == [1, 2, 3]  # "second" is kept, once
         fake_llm.start()  # back on the same port
         assert chat(http, "flaky", history, "second").status_code == 200
         assert turn_numbers(http, "flaky") == [1, 2, 3, 4]

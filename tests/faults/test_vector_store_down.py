@@ -10,6 +10,11 @@ Two outages, both against real servers with the real embedding model:
 
 Each ends with the server stopped and its files read directly: exactly one point per stored
 turn, with its content, and the "remember this" said during the outage filed as a user fact.
+
+A conversation purged while the index is held elsewhere leaves nothing behind: its rows go at
+once, the deletion of its points and facts waits in tier 2 until the index is back, and no
+read path (chat context, search endpoint, LangServe retriever, facts) shows any of it meanwhile
+or after.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import httpx
 import pytest
 
 from memory_chain.tiers.vectors.edge import EdgeIndex
+from memory_chain.tiers.vectors.index import VectorFilter
 from tests.faults.chat import chat, health, turn_numbers, wait_for
+from tests.faults.fake_llm import FakeOllama
 from tests.faults.stores import COLLECTION, check_points, check_sql, read_stores
 from tests.postgres import free_port
 from tests.servers import RunningServer
@@ -125,3 +132,96 @@ def test_unreachable_qdrant_server_queues_turns_for_the_next_index(
         assert any("Lisbon" in hit["content"] and "tier3" in hit["sources"] for hit in results)
     up.stop()
     _check_embedded(data_dir, 2 * len(DETAILS))
+
+
+SECRET = ["Please remember this: my locker code is 4471.", "The office safe opens with 9931."]
+KEPT = ["Please remember this: we fly to Lisbon on 3 May.", "Our airport locker is number 12."]
+PROBES = ["What is my locker code?", "How does the office safe open?", "When do we fly?"]
+
+
+def _read_everything(http: httpx.Client, fake: FakeOllama) -> str:
+    """What the chat context, the search endpoint, the LangServe retriever and the facts give."""
+    seen: list[str] = []
+    fake.recall = True  # the fake model's replies quote the memories in its prompt
+    for query in PROBES:
+        response = chat(http, "probe", [], query)  # the fake model quotes its memories
+        assert response.status_code == 200, response.text
+        seen.append(response.json()["choices"][0]["message"]["content"])
+        seen.extend(hit["content"] for hit in _search(http, "kept", query)["results"])  # type: ignore[union-attr]
+        retrieved = http.post("/memory/retriever/invoke", json={"input": query})
+        assert retrieved.status_code == 200, retrieved.text
+        seen.extend(
+            f"{d['metadata']['conversation_id']} {d['page_content']}"
+            for d in retrieved.json()["output"]
+        )
+    facts = http.get("/v1/facts")
+    assert facts.status_code in (200, 503), facts.text  # 503 while tier 3 is down
+    if facts.status_code == 200:
+        seen.extend(f"{f['conversation_id']} {f['content']}" for f in facts.json()["facts"])
+    assert http.delete("/v1/conversations/probe", params={"purge": "true"}).status_code == 200
+    fake.recall = False
+    return "\n".join(seen)
+
+
+def test_purge_while_the_index_is_held_elsewhere_leaves_nothing_behind(
+    tmp_path: Path, fake_llm: FakeOllama, make_server: Callable[..., RunningServer]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = make_server(data_dir).start()
+    with httpx.Client(base_url=first.url, timeout=60) as http:
+        for conversation_id, texts in (("secret", SECRET), ("kept", KEPT)):
+            history: list[dict[str, str]] = []
+            for text in texts:
+                assert chat(http, conversation_id, history, text).status_code == 200
+        wait_for(lambda: health(http)["tier3"]["queued_turns"] == 0, 60, "the backfill")
+        assert "4471" in _read_everything(http, fake_llm)  # found before the purge
+    first.stop()
+
+    holder = EdgeIndex(data_dir / "vectors", collection=COLLECTION, dimension=384)
+    holder.open()  # this process holds the folder: the next server runs with tier 3 down
+    secret_points = VectorFilter(user_id="default", conversation_id="secret")
+    try:
+        server = make_server(data_dir).start()
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            assert health(http)["tier3"]["available"] is False
+            purged = http.delete("/v1/conversations/secret", params={"purge": "true"})
+            assert purged.status_code == 200, purged.text
+            assert health(http)["tier3"]["queued_tasks"] >= 1  # the deletion waits in tier 2
+            assert http.get("/v1/conversations/secret").status_code == 404
+            down = _read_everything(http, fake_llm)
+            assert "4471" not in down, down
+            assert "9931" not in down, down
+            assert "Lisbon" in down
+        stale = holder.count(secret_points)
+    finally:
+        holder.close()
+    assert stale == 2 * len(SECRET)  # every point of the purged conversation was still there
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        assert chat(http, "kept", [], "Any news?").status_code == 200  # wakes the backfill
+
+        def recovered() -> bool:
+            tier3 = health(http)["tier3"]
+            return bool(tier3["available"] and tier3["queued_tasks"] == tier3["queued_turns"] == 0)
+
+        wait_for(recovered, 90, "the queued deletion and the backfill")
+        after = _read_everything(http, fake_llm)
+        assert "4471" not in after, after
+        assert "9931" not in after, after
+        assert "Lisbon" in after
+        facts = http.get("/v1/facts").json()["facts"]
+        assert [f["conversation_id"] for f in facts] == ["kept"]
+    server.stop()
+    stores = read_stores(data_dir)
+    check_sql(stores)
+    check_points(stores, settled=True)
+    left = [
+        p
+        for p in [*stores.points.values(), *stores.facts.values()]
+        if p.conversation_id == "secret"
+    ]
+    assert left == []
+    print(
+        f"purged with tier 3 down: {stale} points of the conversation stayed in the index "
+        f"until it was back, {len(left)} after; nothing of it came back through the chat "
+        "context, the search endpoint, the LangServe retriever or the facts, before or after"
+    )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError
+from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import ConversationMetadata, NewTurn, TokenUsage, Turn
 from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
@@ -89,8 +89,13 @@ def test_buffer_entries_are_scoped_to_their_user() -> None:
     buffer = TurnBuffer()
     buffer.extend("c", _turns("c", range(1, 2)), user_id="alice")
     assert buffer.get("c", "alice") is not None
-    with pytest.raises(ConversationNotFoundError):
-        buffer.get_messages("c", "bob")
+    assert buffer.get_messages("c", "bob") is None  # bob's "c" is another conversation
+    buffer.extend("c", _turns("c", range(1, 3)), user_id="bob")
+    assert [t.turn_number for t in buffer.get("c", "bob") or []] == [1, 2]
+    assert [t.turn_number for t in buffer.get("c", "alice") or []] == [1]
+    buffer.clear_user("alice")
+    assert buffer.get("c", "alice") is None
+    assert buffer.get("c", "bob") is not None
 
 
 def test_memory_only_history_numbers_turns_locally() -> None:
@@ -126,9 +131,9 @@ def test_history_writes_through_and_rebuilds_from_sql(sqlite_store: SQLStore) ->
     # A restart is an empty buffer: the next read rebuilds it from SQL.
     fresh = TurnBuffer(max_turns=3)
     reopened = BufferChatMessageHistory(fresh, "c", source=sqlite_store, user_id="u")
-    assert "c" not in fresh
+    assert ("u", "c") not in fresh
     assert [m.content for m in reopened.messages] == ["q3", "q4", "q5"]
-    meta = fresh.metadata("c")
+    meta = fresh.metadata("c", "u")
     assert meta is not None
     assert meta.turn_count == 5
     reopened.add_ai_message("a6")
@@ -142,7 +147,7 @@ def test_history_over_sql_rejects_bad_input_without_changes(sqlite_store: SQLSto
     history.add_user_message("kept")
     with pytest.raises(InvalidInputError):
         history.add_messages([HumanMessage("ok"), HumanMessage("")])
-    assert [t.content for t in sqlite_store.get_turns("c")] == ["kept"]
+    assert [t.content for t in sqlite_store.get_turns("c", user_id="default")] == ["kept"]
     assert [m.content for m in history.messages] == ["kept"]
 
 
@@ -152,7 +157,7 @@ def test_history_clear_removes_from_both_tiers(sqlite_store: SQLStore) -> None:
     history.add_user_message("forget me")
     history.clear()
     assert history.messages == []
-    assert sqlite_store.get_conversation("c") is None
+    assert sqlite_store.get_conversation("c", user_id="default") is None
 
 
 def test_concurrent_histories_on_one_conversation_stay_consistent(
@@ -176,7 +181,7 @@ def test_concurrent_histories_on_one_conversation_stay_consistent(
     history = BufferChatMessageHistory(buffer, "hot", source=sqlite_store)
     cached = [m.additional_kwargs["turn_number"] for m in history.messages]
     assert cached == list(range(71, 81))
-    stored = sqlite_store.recent_turns("hot", 10)
+    stored = sqlite_store.recent_turns("hot", 10, user_id="default")
     assert [m.content for m in history.messages] == [t.content for t in stored]
 
 

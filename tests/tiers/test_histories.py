@@ -104,7 +104,7 @@ def test_model_usage_is_kept(make_history: Factory, store: SQLStore) -> None:
         usage_metadata={"input_tokens": 15, "output_tokens": 120, "total_tokens": 135},
     )
     history.add_messages([HumanMessage("What is FastAPI?"), reply])
-    (_, stored_reply) = store.get_turns("c")
+    (_, stored_reply) = store.get_turns("c", user_id="u")
     assert stored_reply.tokens is not None
     assert (stored_reply.tokens.prompt, stored_reply.tokens.completion) == (15, 120)
     last = history.messages[-1]

@@ -108,7 +108,7 @@ def test_sqlite_full_text_index_follows_inserts_and_deletes(tmp_path: Path) -> N
     store = SQLStore(engine)
     store.append_turns("c1", [NewTurn("user", "zebra crossing")], user_id="u1")
     store.append_turns("c2", [NewTurn("user", "zebra stripes")], user_id="u2")
-    store.add_summary("c1", "zebra talk", (1, 1))
+    store.add_summary("c1", "zebra talk", (1, 1), user_id="u1")
 
     def fts_count(table: str, match: str) -> int:
         with sqlite3.connect(path) as conn:
@@ -116,9 +116,9 @@ def test_sqlite_full_text_index_follows_inserts_and_deletes(tmp_path: Path) -> N
             return int(conn.execute(query, (match,)).fetchone()[0])
 
     assert fts_count("conversation_turns_fts", "body:zebra") == 2
-    assert fts_count("conversation_turns_fts", f'scope:"c{b"c1".hex()}" AND zebra') == 1
+    assert fts_count("conversation_turns_fts", f'scope:"c{b"u1/c1".hex()}" AND zebra') == 1
     assert fts_count("conversation_turns_fts", f'scope:"u{b"u2".hex()}" AND zebra') == 1
-    assert store.delete_conversation("c1")
+    assert store.delete_conversation("c1", user_id="u1")
     # The index dropped the rows (deleted by rowid: nothing stale is left behind).
     assert fts_count("conversation_turns_fts", "body:zebra") == 1
     assert fts_count("conversation_summaries_fts", "body:zebra") == 0
@@ -221,7 +221,9 @@ def test_context_migration_indexes_existing_turns_and_downgrades(tmp_path: Path)
     assert _turn_matches(path, "body:kayaking") == [2]
     store.append_turns("trip", [NewTurn("user", "Kayaking where?")], user_id="ana")
     assert _turn_matches(path, "body:kayaking") == [2, 3]
-    assert store.delete_conversation("trip", user_id="ana")
+    with sqlite3.connect(path) as conn:  # this code's purge needs the newer tables
+        conn.execute("DELETE FROM embedding_outbox")
+        conn.execute("DELETE FROM conversation_turns")
     assert _turn_matches(path, "body:kayaking") == []
     engine.dispose()
 
@@ -263,7 +265,7 @@ def _vector_tables(engine: Engine) -> set[str]:
 
 
 @pytest.mark.postgres
-def test_0010_creates_the_pgvector_tables_and_downgrades(postgres_engine: Engine) -> None:
+def test_0008_creates_the_pgvector_tables_and_downgrades(postgres_engine: Engine) -> None:
     from sqlalchemy import text
 
     assert _vector_tables(postgres_engine) == {"vector_points", "vector_collections"}
@@ -275,7 +277,7 @@ def test_0010_creates_the_pgvector_tables_and_downgrades(postgres_engine: Engine
         ).scalar_one()
     assert "hnsw" in hnsw
     assert "vector(384)" in hnsw
-    downgrade(postgres_engine, "0005")
+    downgrade(postgres_engine, "0007")
     assert _vector_tables(postgres_engine) == set()
     upgrade(postgres_engine)
     assert _vector_tables(postgres_engine) == {"vector_points", "vector_collections"}
@@ -344,4 +346,76 @@ def test_replicas_starting_together_migrate_one_at_a_time(postgres_url: str) -> 
     assert errors == []
     assert current_revision(engines[0]) == head_revision()
     for engine in engines:
+        engine.dispose()
+
+
+def test_0007_gives_each_user_their_own_conversation_ids(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.schemas import NewTurn
+    from memory_chain.tiers.sql import SQLStore
+    from memory_chain.tiers.sql.tasks import VectorTasks
+
+    engine = create_sql_engine(sql_url)
+    try:
+        upgrade(engine, "0006")
+        # Data as 0006 stored it: ids global, ana's "c1" and bob's "c2".
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO conversations (conversation_id, user_id, turn_count, "
+                    "total_tokens, status, summary) VALUES ('c1', 'ana', 2, 4, 'active', 'S'), "
+                    "('c2', 'bob', 1, 2, 'archived', NULL)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO conversation_turns (conversation_id, turn_number, role, "
+                    "content) VALUES ('c1', 1, 'user', 'Remember this: zebra crossing'), "
+                    "('c1', 2, 'assistant', 'Noted zebra'), ('c2', 1, 'user', 'zebra stripes')"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO conversation_summaries (conversation_id, summary_text, "
+                    "turn_range_start, turn_range_end) VALUES ('c1', 'zebra talk', 1, 2)"
+                )
+            )
+            conn.execute(
+                text("INSERT INTO dismissed_facts (conversation_id, turn_number) VALUES ('c1', 1)")
+            )
+        upgrade(engine)
+        store = SQLStore(engine, queue_embeddings=True)
+        ana = store.get_conversation("c1", user_id="ana")
+        assert ana is not None
+        assert (ana.turn_count, ana.summary, ana.status) == (2, "S", "active")
+        assert [t.content for t in store.get_turns("c1", user_id="ana")][1] == "Noted zebra"
+        assert store.get_summaries("c1", user_id="ana")[0].summary_text == "zebra talk"
+        assert store.dismissed("c1", [1, 2], user_id="ana") == {1}
+        assert store.get_conversation("c1", user_id="bob") is None
+        bob = store.get_conversation("c2", user_id="bob")
+        assert bob is not None
+        assert bob.status == "archived"
+        # Keyword search, within a user and within one conversation (the index's scopes).
+        hits = store.search("zebra", user_id="ana", limit=10)
+        assert {(h.kind, h.conversation_id) for h in hits} == {("turn", "c1"), ("summary", "c1")}
+        inside = store.search("zebra", user_id="ana", conversation_id="c1", kinds=("turn",))
+        assert sorted(h.turn_number for h in inside) == [1, 2]
+        assert store.search("zebra", user_id="bob", conversation_id="c1") == []
+        # Tier 3 re-embeds both conversations under point ids that include their owner.
+        tasks = [(t.kind, t.user_id, t.conversation_id) for t in VectorTasks(store).pending()]
+        assert tasks == [("forget", "ana", "c1"), ("forget", "bob", "c2")]
+        # Bob can now have a "c1" of his own.
+        store.append_turns("c1", [NewTurn("user", "bob's own c1")], user_id="bob")
+        assert [t.content for t in store.get_turns("c1", user_id="bob")] == ["bob's own c1"]
+        with pytest.raises(RuntimeError, match="2 users have a conversation 'c1'"):
+            downgrade(engine, "0006")
+        assert store.delete_conversation("c1", user_id="bob")
+        downgrade(engine, "0006")
+        with engine.connect() as conn:
+            ids = conn.execute(text("SELECT conversation_id FROM conversations ORDER BY id"))
+            assert [row[0] for row in ids] == ["c1", "c2"]
+            owners = conn.execute(text("SELECT DISTINCT conversation_id FROM conversation_turns"))
+            assert sorted(row[0] for row in owners) == ["c1", "c2"]
+    finally:
         engine.dispose()

@@ -43,7 +43,7 @@ def test_append_numbers_turns_and_updates_conversation(store: SQLStore) -> None:
         user_id="alice",
     )
     assert [t.turn_number for t in first + second] == [1, 2, 3]
-    info = store.get_conversation("conv-1")
+    info = store.get_conversation("conv-1", user_id="alice")
     assert info is not None
     assert info.user_id == "alice"
     assert info.turn_count == 3
@@ -53,7 +53,7 @@ def test_append_numbers_turns_and_updates_conversation(store: SQLStore) -> None:
     assert info.last_message_at is not None
     assert info.last_message_at.tzinfo is not None
 
-    stored = store.get_turns("conv-1")
+    stored = store.get_turns("conv-1", user_id="alice")
     assert [(t.turn_number, t.role, t.content) for t in stored] == [
         (1, "user", "What is FastAPI?"),
         (2, "assistant", "A Python web framework."),
@@ -67,23 +67,30 @@ def test_append_numbers_turns_and_updates_conversation(store: SQLStore) -> None:
 def test_explicit_timestamps_round_trip_in_utc(store: SQLStore) -> None:
     when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC) + timedelta(hours=0)
     store.append_turns("conv-t", [NewTurn("user", "hello", timestamp=when)])
-    (turn,) = store.get_turns("conv-t")
+    (turn,) = store.get_turns("conv-t", user_id="default")
     assert turn.timestamp == when
 
 
 def test_recent_turns_and_paging(store: SQLStore) -> None:
     store.append_turns("c", [NewTurn("user", f"message {i}") for i in range(1, 13)])
-    assert [t.turn_number for t in store.recent_turns("c", 5)] == [8, 9, 10, 11, 12]
-    assert [t.turn_number for t in store.get_turns("c", after=3, limit=4)] == [4, 5, 6, 7]
-    assert store.recent_turns("missing", 5) == []
+    assert [t.turn_number for t in store.recent_turns("c", 5, user_id="default")] == [
+        8,
+        9,
+        10,
+        11,
+        12,
+    ]
+    assert [t.turn_number for t in store.get_turns("c", user_id="default", after=3, limit=4)] == [
+        4,
+        5,
+        6,
+        7,
+    ]
+    assert store.recent_turns("missing", 5, user_id="default") == []
 
 
-def test_other_users_conversation_is_invisible_and_unwritable(store: SQLStore) -> None:
+def test_conversation_ids_are_each_users_own(store: SQLStore) -> None:
     store.append_turns("shared-id", [NewTurn("user", "alice's secret plan")], user_id="alice")
-    before = _snapshot(store)
-    with pytest.raises(ConversationNotFoundError):
-        store.append_turns("shared-id", [NewTurn("user", "bob writes")], user_id="bob")
-    assert _snapshot(store) == before
     assert store.get_conversation("shared-id", user_id="bob") is None
     assert store.get_turns("shared-id", user_id="bob") == []
     assert store.recent_turns("shared-id", 3, user_id="bob") == []
@@ -92,9 +99,19 @@ def test_other_users_conversation_is_invisible_and_unwritable(store: SQLStore) -
     assert not store.delete_conversation("shared-id", user_id="bob")
     with pytest.raises(ConversationNotFoundError):
         store.set_status("shared-id", "archived", user_id="bob")
+    # Bob's write under the same id creates his own conversation, as under a free id.
+    (bobs,) = store.append_turns("shared-id", [NewTurn("user", "bob writes")], user_id="bob")
+    assert (bobs.conversation_id, bobs.turn_number) == ("shared-id", 1)
+    assert [t.content for t in store.get_turns("shared-id", user_id="bob")] == ["bob writes"]
     assert [t.content for t in store.get_turns("shared-id", user_id="alice")] == [
         "alice's secret plan"
     ]
+    assert [c.conversation_id for c in store.list_conversations(user_id="bob")] == ["shared-id"]
+    assert {h.text for h in store.search("plan writes", user_id="bob")} == {"bob writes"}
+    inside = store.search("plan writes", user_id="alice", conversation_id="shared-id")
+    assert {h.text for h in inside} == {"alice's secret plan"}
+    assert store.delete_conversation("shared-id", user_id="bob")
+    assert store.get_conversation("shared-id", user_id="alice") is not None
 
 
 @pytest.mark.parametrize(
@@ -132,13 +149,21 @@ def test_invalid_conversation_ids_are_rejected(store: SQLStore, conversation_id:
 def test_summaries_are_stored_once_per_range(store: SQLStore) -> None:
     store.append_turns("c", [NewTurn("user", f"turn {i}") for i in range(10)], user_id="u")
     stored = store.add_summary(
-        "c", "They talked about turns.", (1, 10), token_count=6, running_summary="Turns."
+        "c",
+        "They talked about turns.",
+        (1, 10),
+        token_count=6,
+        running_summary="Turns.",
+        user_id="u",
     )
     assert stored is not None
     assert (stored.turn_range_start, stored.turn_range_end) == (1, 10)
-    assert store.add_summary("c", "A second try.", (1, 10), running_summary="Other.") is None
-    assert [s.summary_text for s in store.get_summaries("c")] == ["They talked about turns."]
-    info = store.get_conversation("c")
+    second = store.add_summary("c", "A second try.", (1, 10), running_summary="Other.", user_id="u")
+    assert second is None
+    assert [s.summary_text for s in store.get_summaries("c", user_id="u")] == [
+        "They talked about turns."
+    ]
+    info = store.get_conversation("c", user_id="u")
     assert info is not None
     assert info.summary == "Turns."
 
@@ -150,7 +175,7 @@ def test_concurrent_summaries_of_one_range_write_one(store: SQLStore) -> None:
 
     def consolidate(i: int) -> None:
         barrier.wait()
-        results.append(store.add_summary("c", f"summary {i}", (1, 10)))
+        results.append(store.add_summary("c", f"summary {i}", (1, 10), user_id="default"))
 
     threads = [threading.Thread(target=consolidate, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -158,7 +183,7 @@ def test_concurrent_summaries_of_one_range_write_one(store: SQLStore) -> None:
     for thread in threads:
         thread.join()
     assert sum(result is not None for result in results) == 1
-    assert len(store.get_summaries("c")) == 1
+    assert len(store.get_summaries("c", user_id="default")) == 1
 
 
 @pytest.mark.parametrize(
@@ -170,14 +195,14 @@ def test_bad_summary_ranges_are_rejected(
 ) -> None:
     store.append_turns("c", [NewTurn("user", "one"), NewTurn("assistant", "two")])
     with pytest.raises(InvalidInputError, match=message):
-        store.add_summary("c", "summary", turn_range)
-    assert store.get_summaries("c") == []
+        store.add_summary("c", "summary", turn_range, user_id="default")
+    assert store.get_summaries("c", user_id="default") == []
 
 
 def test_summary_of_unknown_or_foreign_conversation(store: SQLStore) -> None:
     store.append_turns("c", [NewTurn("user", "one")], user_id="alice")
     with pytest.raises(ConversationNotFoundError):
-        store.add_summary("missing", "summary", (1, 1))
+        store.add_summary("missing", "summary", (1, 1), user_id="alice")
     with pytest.raises(ConversationNotFoundError):
         store.add_summary("c", "summary", (1, 1), user_id="bob")
 
@@ -195,7 +220,7 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     store.append_turns(
         "c2", [NewTurn("user", "Django or FastAPI for a REST backend?")], user_id="u"
     )
-    store.add_summary("c1", "Discussed FastAPI, then Lisbon weather.", (1, 3))
+    store.add_summary("c1", "Discussed FastAPI, then Lisbon weather.", (1, 3), user_id="u")
 
     hits = store.search("What did we discuss about FastAPI?", user_id="u", conversation_id="c1")
     turn_hits = [h for h in hits if h.kind == "turn"]
@@ -286,18 +311,18 @@ def test_search_finds_words_inside_metacharacters(store: SQLStore) -> None:
 
 def test_delete_removes_every_row_and_archive_keeps_them(store: SQLStore) -> None:
     store.append_turns("gone", [NewTurn("user", "delete me")], user_id="u")
-    store.add_summary("gone", "summary", (1, 1))
+    store.add_summary("gone", "summary", (1, 1), user_id="u")
     store.append_turns("kept", [NewTurn("user", "keep me")], user_id="u")
     store.set_status("kept", "archived", user_id="u")
 
     assert store.delete_conversation("gone", user_id="u")
     assert not store.delete_conversation("gone", user_id="u")
-    assert store.get_conversation("gone") is None
-    assert store.get_turns("gone") == []
-    assert store.get_summaries("gone") == []
+    assert store.get_conversation("gone", user_id="u") is None
+    assert store.get_turns("gone", user_id="u") == []
+    assert store.get_summaries("gone", user_id="u") == []
     assert store.search("delete", user_id="u") == []
 
-    info = store.get_conversation("kept")
+    info = store.get_conversation("kept", user_id="u")
     assert info is not None
     assert info.status == "archived"
     assert [
@@ -345,13 +370,13 @@ def test_concurrent_writers_get_contiguous_turn_numbers(store: SQLStore) -> None
     for thread in threads:
         thread.join()
     assert errors == []
-    stored = store.get_turns("hot")
+    stored = store.get_turns("hot", user_id="default")
     total = writers * per_writer * 2
     assert [t.turn_number for t in stored] == list(range(1, total + 1))
     # Each batch stays together: a user turn is followed by its own reply.
     for user_turn, reply in zip(stored[::2], stored[1::2], strict=True):
         assert user_turn.content.replace("w", "r", 1).replace(" m", " ") == reply.content
-    info = store.get_conversation("hot")
+    info = store.get_conversation("hot", user_id="default")
     assert info is not None
     assert info.turn_count == total
 
@@ -377,7 +402,7 @@ def test_unmigrated_database_says_how_to_fix(sql_url: str) -> None:
         with pytest.raises(SchemaNotReadyError, match="memory-chain migrate"):
             store.append_turns("c", [NewTurn("user", "hello")])
         with pytest.raises(SchemaNotReadyError, match="memory-chain migrate"):
-            store.get_turns("c")
+            store.get_turns("c", user_id="default")
     finally:
         engine.dispose()
 
@@ -422,7 +447,7 @@ def test_concurrent_processes_get_contiguous_turn_numbers(store: SQLStore, sql_u
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, err
         assert out.strip() == "done"
-    stored = store.get_turns("shared")
+    stored = store.get_turns("shared", user_id="default")
     assert [t.turn_number for t in stored] == list(range(1, 4 * 8 * 5 * 2 + 1))
     for user_turn, reply in zip(stored[::2], stored[1::2], strict=True):
         assert reply.content == "reply " + user_turn.content
@@ -478,3 +503,29 @@ def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
         now[0] = 61.0
         assert stats.informative(conn, "turn", ["apple", "lisbon"]) == ["lisbon"]
         assert stats.informative(conn, "turn", ["apple", "weather"]) == []
+
+
+def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> None:
+    from memory_chain.tiers.sql.lifecycle import WITH_ARCHIVED
+    from memory_chain.tiers.sql.search import CountCache
+
+    now = [0.0]
+    store.statuses = CountCache(ttl=2.0, size=100, clock=lambda: now[0])
+    for name in ("a", "b", "c"):
+        store.append_turns(name, [NewTurn("user", name)], user_id="u")
+    store.set_status("b", "archived", user_id="u")
+    named = ["a", "b", "c", "never", "d"]
+    assert store.visible_conversations("u", named) == {"a", "c"}
+    assert store.visible_conversations("u", named, statuses=WITH_ARCHIVED) == {"a", "b", "c"}
+    assert store.visible_conversations("someone-else", named) == set()
+    # A change by this process shows at once; one by another process within the TTL.
+    assert store.delete_conversation("c", user_id="u")
+    assert store.visible_conversations("u", named) == {"a"}
+    replica = SQLStore(store.engine)
+    replica.set_status("a", "archived", user_id="u")
+    assert store.visible_conversations("u", named) == {"a"}  # cached
+    now[0] += 2.5
+    assert store.visible_conversations("u", named) == set()
+    # A conversation created since is found at once (what is missing is never cached).
+    store.append_turns("d", [NewTurn("user", "d")], user_id="u")
+    assert store.visible_conversations("u", named) == {"d"}

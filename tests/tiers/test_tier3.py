@@ -116,7 +116,7 @@ def test_outbox_backfill_and_idempotent_ids(
     assert index.count() == 10
     assert index.count(VectorFilter(user_id="ana", conversation_id="trip")) == 10
     ids = {p.id for p in index.scroll()}
-    assert ids == {point_id("trip", n) for n in range(1, 11)}
+    assert ids == {point_id("ana", "trip", n) for n in range(1, 11)}
     # Embedding the same turns again overwrites the same points.
     assert outbox.enqueue(conversation_id="trip") == 10
     assert indexer.drain() == 10
@@ -202,7 +202,7 @@ def test_deleting_a_conversation_removes_its_points(
     indexer = TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings)
     indexer.drain()
     assert queued_store.delete_conversation("trip", user_id="ana")
-    indexer.forget(user_id="ana", conversation_id="trip")
+    indexer.apply_tasks()  # the purge queued the deletion of its points
     assert index.count(VectorFilter(user_id="ana", conversation_id="trip")) == 0
     assert index.count() == 2
 
@@ -317,7 +317,7 @@ def test_user_facts_are_filed_from_the_outbox_and_survive_an_outage(
     assert indexer.reindex() == len(SAVES) + 1
     assert facts_index.count() == 2
     assert queued_store.delete_conversation("gym", user_id="ana")
-    indexer.forget(user_id="ana", conversation_id="gym")
+    indexer.apply_tasks()
     assert [p.payload.user_id for p in facts_index.scroll()] == ["bob"]
 
 

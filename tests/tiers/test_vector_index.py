@@ -96,7 +96,9 @@ def make_point(
         summary=None if turn % 3 else f"summary {turn}",
         tags=("travel", f"t{turn}") if turn % 2 else (),
     )
-    return VectorPoint(id=point_id(conversation, turn), vector=vector.tolist(), payload=payload)
+    return VectorPoint(
+        id=point_id(user, conversation, turn), vector=vector.tolist(), payload=payload
+    )
 
 
 def standard_points(seed: int = 7) -> list[VectorPoint]:
@@ -125,8 +127,10 @@ def selects(where: VectorFilter, payload: TurnPayload) -> bool:
         and (where.roles is None or payload.role in where.roles)
         and (where.since is None or payload.timestamp >= as_utc(where.since))
         and (where.until is None or payload.timestamp <= as_utc(where.until))
+        and (where.tags is None or bool(set(payload.tags) & set(where.tags)))
         and (
-            where.ids is None or point_id(payload.conversation_id, payload.turn_number) in where.ids
+            where.ids is None
+            or point_id(payload.user_id, payload.conversation_id, payload.turn_number) in where.ids
         )
     )
 
@@ -235,16 +239,21 @@ FILTERS = {
     "point ids": VectorFilter(
         "u1",
         ids=(
-            point_id("c1", 1),
-            point_id("c2", 4),
-            point_id("c3", 2),
+            point_id("u1", "c1", 1),
+            point_id("u1", "c2", 4),
+            point_id("u2", "c3", 2),
             "9a1f6b6e-0000-4000-8000-000000000000",
         ),
     ),
     "point ids and roles": VectorFilter(
-        "u1", roles=("user",), ids=(point_id("c1", 1), point_id("c1", 2))
+        "u1", roles=("user",), ids=(point_id("u1", "c1", 1), point_id("u1", "c1", 2))
     ),
     "no point ids": VectorFilter("u1", ids=()),
+    # Tags: any of them (the odd turns are tagged "travel" and "t<turn>").
+    "one tag": VectorFilter("u1", tags=("travel",)),
+    "two tags": VectorFilter("u1", tags=("t2", "t3")),
+    "tags and roles": VectorFilter("u1", roles=("assistant",), tags=("travel",)),
+    "no tags": VectorFilter("u1", tags=()),
 }
 
 
@@ -268,7 +277,7 @@ def test_point_ids_must_be_uuids(index: VectorIndex) -> None:
     with pytest.raises(InvalidInputError, match="not a UUID"):
         index.search([1.0] * DIM, VectorFilter("u1", ids=("turn-1",)), 3)
     with pytest.raises(InvalidInputError, match="not one string"):
-        index.search([1.0] * DIM, VectorFilter("u1", ids=point_id("c1", 1)), 3)  # type: ignore[arg-type]
+        index.search([1.0] * DIM, VectorFilter("u1", ids=point_id("u1", "c1", 1)), 3)  # type: ignore[arg-type]
 
 
 def test_count_with_and_without_filters(index: VectorIndex) -> None:
@@ -318,8 +327,12 @@ def test_payloads_and_scores_read_the_users_points_by_id(index: VectorIndex) -> 
     points = standard_points()
     index.upsert(points)
     by_id = {p.id: p for p in points}
-    u1_c1 = [point_id("c1", turn) for turn in (0, 3, 5)]
-    wanted = [*u1_c1, point_id("c3", 2), point_id("c1", 99)]  # another user's, one never stored
+    u1_c1 = [point_id("u1", "c1", turn) for turn in (0, 3, 5)]
+    wanted = [
+        *u1_c1,
+        point_id("u2", "c3", 2),
+        point_id("u1", "c1", 99),
+    ]  # another user's, one never stored
     query = unit_vectors(np.random.default_rng(11), 1)[0]
 
     payloads = index.payloads("u1", wanted)
@@ -363,7 +376,7 @@ def test_calls_after_close_raise_vector_store_error(backend: Backend) -> None:
     with pytest.raises(VectorStoreError):
         index.upsert(standard_points()[:1])
     with pytest.raises(VectorStoreError):
-        index.payloads("u1", [point_id("c1", 1)])
+        index.payloads("u1", [point_id("u1", "c1", 1)])
 
 
 def test_reopening_with_another_dimension_is_refused(backend: Backend) -> None:
@@ -529,7 +542,7 @@ def test_edge_upserts_survive_kill_9(tmp_path: Path) -> None:
     index = EdgeIndex(tmp_path, dimension=DIM)
     index.open()
     assert index.count() == n
-    assert ids(index.scroll()) == {point_id(f"c{i % 5}", i) for i in range(n)}
+    assert ids(index.scroll()) == {point_id("u1", f"c{i % 5}", i) for i in range(n)}
     index.close()
 
 

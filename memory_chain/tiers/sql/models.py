@@ -5,11 +5,12 @@ or :func:`memory_chain.tiers.sql.migrate.upgrade`), never by a constructor. Thes
 are what the queries are built from; a test checks that they match the migrated schema.
 
 Beyond the seed: an index on ``conversations(user_id)`` (every read is scoped to a user), a
-unique index on ``(conversation_id, turn_range_start)`` of
-``conversation_summaries``, so that a repeated or concurrent consolidation of one range cannot
-write two summaries, the ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), and
-the full-text indexes that keyword search uses (FTS5 tables on SQLite,
-GIN expression indexes on PostgreSQL), which the migration creates outside these models.
+unique index on ``(conversation_id, turn_range_start)`` of ``conversation_summaries``, so that
+a repeated or concurrent consolidation of one range cannot write two summaries, the
+``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
+and ``dismissed_facts`` (migration 0006), and the full-text indexes that keyword search uses
+(FTS5 tables on SQLite, GIN expression indexes on PostgreSQL), which the migrations create
+outside these models.
 """
 
 from __future__ import annotations
@@ -125,7 +126,38 @@ class OutboxRow(Base):
     )
 
 
+class VectorTaskRow(Base):
+    """``vector_tasks``: tier-3 work other than embedding, waiting for the vector store."""
+
+    __tablename__ = "vector_tasks"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    conversation_id: Mapped[str | None] = mapped_column(Text)
+    first_turn: Mapped[int | None] = mapped_column(Integer)
+    last_turn: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+
+
+class DismissedFactRow(Base):
+    """``dismissed_facts``: "remember this" turns that are never filed as facts again."""
+
+    __tablename__ = "dismissed_facts"
+
+    conversation_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    turn_number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dismissed_at: Mapped[datetime | None] = mapped_column(
+        TIMESTAMP, server_default=func.current_timestamp()
+    )
+
+
 conversations = cast(Table, ConversationRow.__table__)
 turns = cast(Table, TurnRow.__table__)
 summaries = cast(Table, SummaryRow.__table__)
 outbox = cast(Table, OutboxRow.__table__)
+vector_tasks = cast(Table, VectorTaskRow.__table__)
+dismissed_facts = cast(Table, DismissedFactRow.__table__)

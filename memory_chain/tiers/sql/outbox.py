@@ -16,6 +16,7 @@ from sqlalchemy import (
     TIMESTAMP,
     Connection,
     Executable,
+    and_,
     bindparam,
     delete,
     exists,
@@ -25,8 +26,19 @@ from sqlalchemy import (
 )
 
 from memory_chain.schemas import Turn, utcnow
-from memory_chain.tiers.sql.models import conversations, outbox, turns
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors, turn_from_row
+from memory_chain.tiers.sql.models import (
+    conversations,
+    dismissed_facts,
+    outbox,
+    summaries,
+    turns,
+)
+from memory_chain.tiers.sql.rows import (
+    conversation_scope,
+    naive_utc,
+    storage_errors,
+    turn_from_row,
+)
 
 if TYPE_CHECKING:
     from memory_chain.tiers.sql.store import SQLStore
@@ -34,11 +46,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class PendingTurn:
-    """A turn waiting for tier 3, with its owner."""
+    """A turn waiting for tier 3, with its owner.
+
+    Attributes:
+        turn_id: The turn's row id (its place in the outbox).
+        user_id: The conversation's owner.
+        turn: The turn.
+        summary: The summary of the range the turn is in, once one is stored.
+        fact_dismissed: The user asked to forget this turn as a fact.
+    """
 
     turn_id: int
     user_id: str
     turn: Turn
+    summary: str | None = None
+    fact_dismissed: bool = False
 
 
 @cache
@@ -51,10 +73,10 @@ def _enqueue_statement() -> Executable:
     return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
 
 
-def enqueue_range(conn: Connection, conversation_id: str, first: int, last: int) -> None:
-    """Queue turns ``first..last`` of a conversation (inside the caller's transaction)."""
+def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
+    """Queue turns ``first..last`` of a conversation by its stored id (inside a transaction)."""
     parameters = {
-        "cid": conversation_id,
+        "cid": stored,
         "first": first,
         "last": last,
         "enqueued_at": naive_utc(utcnow()),
@@ -74,10 +96,25 @@ class EmbeddingOutbox:
 
     def pending(self, limit: int, *, exclude: Collection[int] = ()) -> list[PendingTurn]:
         """The oldest ``limit`` queued turns, leaving out the turn ids in ``exclude``."""
+        covering = and_(
+            summaries.c.conversation_id == turns.c.conversation_id,
+            turns.c.turn_number.between(summaries.c.turn_range_start, summaries.c.turn_range_end),
+        )
+        dismissed = and_(
+            dismissed_facts.c.conversation_id == turns.c.conversation_id,
+            dismissed_facts.c.turn_number == turns.c.turn_number,
+        )
         statement = (
-            select(turns, conversations.c.user_id.label("owner"))
+            select(
+                turns,
+                conversations.c.user_id.label("owner"),
+                summaries.c.summary_text.label("range_summary"),
+                dismissed_facts.c.turn_number.label("dismissed"),
+            )
             .join(outbox, outbox.c.turn_id == turns.c.id)
             .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
+            .outerjoin(summaries, covering)
+            .outerjoin(dismissed_facts, dismissed)
             .order_by(outbox.c.turn_id)
             .limit(max(limit, 0))
         )
@@ -85,7 +122,16 @@ class EmbeddingOutbox:
             statement = statement.where(outbox.c.turn_id.not_in(list(exclude)))
         with storage_errors(), self.store.engine.connect() as conn:
             rows = conn.execute(statement).all()
-        return [PendingTurn(row.id, row.owner or "", turn_from_row(row)) for row in rows]
+        return [
+            PendingTurn(
+                row.id,
+                row.owner or "",
+                turn_from_row(row),
+                summary=row.range_summary,
+                fact_dismissed=row.dismissed is not None,
+            )
+            for row in rows
+        ]
 
     def done(self, turn_ids: Sequence[int]) -> None:
         """Remove turns whose points are stored."""
@@ -96,23 +142,19 @@ class EmbeddingOutbox:
         )
 
     def enqueue(self, *, user_id: str | None = None, conversation_id: str | None = None) -> int:
-        """Queue every stored turn (of a user, or a conversation) again, e.g. to reindex.
+        """Queue every stored turn (of a user, a conversation, or both) again, e.g. to reindex.
+
+        A conversation id without a user queues that conversation of every user.
 
         Returns:
             How many turns were added (turns already queued are not counted).
         """
 
         def work(conn: Connection) -> int:
-            chosen = select(turns.c.id).where(~exists().where(outbox.c.turn_id == turns.c.id))
-            if conversation_id is not None:
-                chosen = chosen.where(turns.c.conversation_id == conversation_id)
-            if user_id is not None:
-                chosen = chosen.where(
-                    exists().where(
-                        conversations.c.conversation_id == turns.c.conversation_id,
-                        conversations.c.user_id == user_id,
-                    )
-                )
+            chosen = select(turns.c.id).where(
+                ~exists().where(outbox.c.turn_id == turns.c.id),
+                *conversation_scope(turns.c.conversation_id, user_id, conversation_id),
+            )
             before = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
             conn.execute(insert(outbox).from_select(["turn_id"], chosen))
             after = conn.execute(select(func.count()).select_from(outbox)).scalar_one()

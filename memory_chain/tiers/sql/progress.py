@@ -10,7 +10,7 @@ from sqlalchemy import Executable, Subquery, bindparam, func, select
 
 from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.models import conversations, summaries
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors
+from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
 from memory_chain.tiers.sql.store import SQLStore
 
 
@@ -44,7 +44,9 @@ class ConversationState:
     summarized_through: int
 
 
-def conversation_state(store: SQLStore, conversation_id: str) -> ConversationState | None:
+def conversation_state(
+    store: SQLStore, conversation_id: str, user_id: str
+) -> ConversationState | None:
     """The conversation's turn count and last summarized turn, in one indexed lookup.
 
     A process that caches conversations (tier 1) compares these with its copy before it
@@ -52,7 +54,7 @@ def conversation_state(store: SQLStore, conversation_id: str) -> ConversationSta
     ``None`` when the conversation does not exist (any more).
     """
     with storage_errors(), store.engine.connect() as conn:
-        row = conn.execute(_state_statement(), {"cid": conversation_id}).first()
+        row = conn.execute(_state_statement(), {"cid": stored_id(user_id, conversation_id)}).first()
     if row is None:
         return None
     return ConversationState(int(row[0] or 0), int(row[1]))
@@ -71,19 +73,38 @@ def _state_statement() -> Executable:
     )
 
 
-def summarized_through(store: SQLStore, conversation_id: str) -> int:
+def summarized_through(store: SQLStore, conversation_id: str, user_id: str) -> int:
     """The last turn number covered by a stored summary (0 when none)."""
     statement = select(func.coalesce(func.max(summaries.c.turn_range_end), 0)).where(
-        summaries.c.conversation_id == conversation_id
+        summaries.c.conversation_id == stored_id(user_id, conversation_id)
     )
     with storage_errors(), store.engine.connect() as conn:
         return int(conn.execute(statement).scalar_one())
 
 
-def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> list[Backlog]:
-    """Active conversations silent since ``idle_since`` with unsummarized turns."""
+def backlog(
+    store: SQLStore,
+    *,
+    idle_since: datetime | None = None,
+    min_unsummarized: int = 1,
+    limit: int = 100,
+) -> list[Backlog]:
+    """Active conversations with at least ``min_unsummarized`` turns no summary covers.
+
+    Args:
+        store: Tier 2.
+        idle_since: Only conversations silent since then (the idle trigger).
+        min_unsummarized: Fewest unsummarized turns.
+        limit: Most conversations returned, the longest silent first.
+    """
     covered = _covered()
     through = func.coalesce(covered.c.covered, 0)
+    conditions = [
+        conversations.c.status == "active",
+        conversations.c.turn_count - through >= max(min_unsummarized, 1),
+    ]
+    if idle_since is not None:
+        conditions.append(conversations.c.last_message_at < naive_utc(idle_since))
     statement = (
         select(
             conversations.c.conversation_id,
@@ -93,11 +114,7 @@ def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> 
             conversations.c.last_message_at,
         )
         .outerjoin(covered, covered.c.conversation_id == conversations.c.conversation_id)
-        .where(
-            conversations.c.status == "active",
-            conversations.c.last_message_at < naive_utc(idle_since),
-            conversations.c.turn_count > through,
-        )
+        .where(*conditions)
         .order_by(conversations.c.last_message_at)
         .limit(limit)
     )
@@ -105,7 +122,7 @@ def idle_backlog(store: SQLStore, *, idle_since: datetime, limit: int = 100) -> 
         rows = conn.execute(statement).all()
     return [
         Backlog(
-            conversation_id=row.conversation_id,
+            conversation_id=client_id(row.conversation_id),
             user_id=row.user_id or "",
             summarized_through=int(row.through),
             turn_count=int(row.turn_count or 0),

@@ -12,6 +12,44 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from memory_chain.errors import SchemaNotReadyError, StorageError
 from memory_chain.schemas import ConversationInfo, Summary, TokenUsage, Turn, as_utc
 
+#: Joins the owner and the client's id in stored conversation ids. No user id contains it
+#: (ids are letters, digits and ``._:@-``), so the owner is everything before the first one.
+OWNER_SEPARATOR = "/"
+
+
+def stored_id(user_id: str, conversation_id: str) -> str:
+    """The id a conversation is stored under: its owner's, then the one clients use.
+
+    Conversation ids are each user's own: two users may both have a conversation "notes"
+    (an Open WebUI chat id, a name a client chose), and neither can learn from a write whether
+    the other uses an id. Tier 2 keeps the seed's single ``conversation_id`` column (and its
+    foreign keys) by storing ``"<user_id>/<conversation_id>"`` in it; everything above tier 2
+    sees the client's id.
+    """
+    return f"{user_id}{OWNER_SEPARATOR}{conversation_id}"
+
+
+def client_id(stored: str) -> str:
+    """The conversation id clients use, from a stored one (see :func:`stored_id`)."""
+    _owner, separator, rest = stored.partition(OWNER_SEPARATOR)
+    return rest if separator else stored
+
+
+def conversation_scope(column: Any, user_id: str | None, conversation_id: str | None) -> list[Any]:
+    """SQL conditions on a stored-id ``column`` for a user's, a conversation's or both's rows.
+
+    A conversation id without a user (an operator's ``--conversation`` on the command line)
+    matches that id of every user.
+    """
+    if conversation_id is not None and user_id is not None:
+        return [column == stored_id(user_id, conversation_id)]
+    conditions = []
+    if conversation_id is not None:
+        conditions.append(column.endswith(OWNER_SEPARATOR + conversation_id, autoescape=True))
+    if user_id is not None:
+        conditions.append(column.startswith(user_id + OWNER_SEPARATOR, autoescape=True))
+    return conditions
+
 
 def naive_utc(value: datetime) -> datetime:
     """UTC wall time without tzinfo: what the seed's ``TIMESTAMP`` columns hold."""
@@ -26,7 +64,7 @@ def turn_from_row(row: Any) -> Turn:
             total=row.tokens_total, prompt=row.tokens_prompt, completion=row.tokens_completion
         )
     return Turn(
-        conversation_id=row.conversation_id,
+        conversation_id=client_id(row.conversation_id),
         turn_number=row.turn_number,
         role=row.role,
         content=row.content,
@@ -38,7 +76,7 @@ def turn_from_row(row: Any) -> Turn:
 def conversation_from_row(row: Any) -> ConversationInfo:
     """A ``conversations`` row as a :class:`ConversationInfo`."""
     return ConversationInfo(
-        conversation_id=row.conversation_id,
+        conversation_id=client_id(row.conversation_id),
         user_id=row.user_id,
         created_at=as_utc(row.created_at),
         last_message_at=as_utc(row.last_message_at) if row.last_message_at else None,
@@ -52,7 +90,7 @@ def conversation_from_row(row: Any) -> ConversationInfo:
 def summary_from_row(row: Any) -> Summary:
     """A ``conversation_summaries`` row as a :class:`Summary`."""
     return Summary(
-        conversation_id=row.conversation_id,
+        conversation_id=client_id(row.conversation_id),
         summary_text=row.summary_text,
         turn_range_start=row.turn_range_start,
         turn_range_end=row.turn_range_end,

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, bindparam, text
 
 from memory_chain.schemas import KeywordHit, as_utc
+from memory_chain.tiers.sql.rows import client_id
 
 Kind = Literal["turn", "summary"]
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -59,10 +60,17 @@ def query_words(query: str) -> list[str]:
 
 
 def _scope(
-    alias: str, user_id: str | None, conversation_id: str | None
+    alias: str,
+    user_id: str | None,
+    conversation_id: str | None,
+    statuses: Sequence[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     clauses: list[str] = []
     params: dict[str, Any] = {}
+    if statuses is not None:
+        names = [f":status{i}" for i in range(len(statuses))]
+        clauses.append(f"c.status IN ({', '.join(names)})")
+        params.update({name[1:]: status for name, status in zip(names, statuses, strict=True)})
     if user_id is not None:
         clauses.append("c.user_id = :user_id")
         params["user_id"] = user_id
@@ -135,6 +143,11 @@ class CountCache:
                     self._counts.move_to_end(key)
                     found[key] = cached[1]
         return found
+
+    def clear(self) -> None:
+        """Forget every count."""
+        with self._lock:
+            self._counts.clear()
 
     def store(self, counts: dict[Hashable, int]) -> None:
         """Keep ``counts`` from now on."""
@@ -363,6 +376,7 @@ def keyword_search(
     limit: int = 10,
     use_fts: bool = True,
     term_stats: TermStats | None = None,
+    statuses: Sequence[str] | None = None,
 ) -> list[KeywordHit]:
     """Search turns and summaries by keyword.
 
@@ -370,12 +384,13 @@ def keyword_search(
         connection: An open connection to the tier-2 database.
         query: Free text; only its words are used.
         user_id: Restrict to this user's conversations (``None``: every user).
-        conversation_id: Restrict to one conversation.
+        conversation_id: Restrict to one conversation (its stored id).
         kinds: Which of turns and summaries to search.
         limit: Most hits per kind.
         use_fts: Use the full-text index (False falls back to LIKE).
         term_stats: SQLite: drop the words in half of the rows or more, with these counts
             (a query of nothing else is answered newest first, unranked).
+        statuses: Only conversations with one of these statuses (``None``: any).
 
     Returns:
         Hits of each kind, best first, turns before summaries.
@@ -393,6 +408,7 @@ def keyword_search(
             conversation_id=conversation_id,
             use_fts=use_fts,
             term_stats=term_stats,
+            statuses=statuses,
         )
         rows = connection.execute(statement, {**params, "limit": limit}).all()
         hits.extend(_to_hit(kind, row) for row in rows)
@@ -409,16 +425,18 @@ def keyword_turns(
     scored: int = 1000,
     use_fts: bool = True,
     term_stats: TermStats | None = None,
+    statuses: Sequence[str] | None = None,
 ) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
     """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
 
-    One search (the same as :func:`keyword_search` for turns): the scores of the best
-    ``scored`` matches by (conversation, turn number), read without their text, and the
-    text of the best ``limit``. A fusion then gives a turn another search found its keyword
-    score even when it is no keyword candidate.
+    One search (the same as :func:`keyword_search` for turns, which takes the same
+    arguments): the scores of the best ``scored`` matches by (conversation, turn number),
+    read without their text, and the text of the best ``limit``. A fusion then gives a turn
+    another search found its keyword score even when it is no keyword candidate.
 
     Returns:
-        The hits, best first, and every scored turn's score.
+        The hits, best first, and every scored turn's score (conversations by the ids
+        clients use, as in the hits).
     """
     words = query_words(query)
     if not words or max(limit, scored) <= 0:
@@ -431,10 +449,11 @@ def keyword_turns(
         conversation_id=conversation_id,
         use_fts=use_fts,
         term_stats=term_stats,
+        statuses=statuses,
         columns="t.id, t.conversation_id, t.turn_number",
     )
     rows = connection.execute(statement, {**params, "limit": max(limit, scored)}).all()
-    scores = {(row[1], int(row[2])): float(row[3]) for row in rows}
+    scores = {(client_id(row[1]), int(row[2])): float(row[3]) for row in rows}
     best = {int(row[0]): float(row[3]) for row in rows[: max(limit, 0)]}
     if not best:
         return [], scores
@@ -458,11 +477,12 @@ def _statement(
     conversation_id: str | None,
     use_fts: bool,
     term_stats: TermStats | None,
+    statuses: Sequence[str] | None,
     columns: str | None = None,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     """The query of one kind for this dialect, and its parameters (``:limit`` left open)."""
     dialect = connection.dialect.name
-    scope, params = _scope("t", user_id, conversation_id)
+    scope, params = _scope("t", user_id, conversation_id, statuses)
     if dialect == "postgresql":
         statement, extra = _postgres_fts(kind, words, scope, columns=columns)
     elif dialect == "sqlite" and use_fts:
@@ -488,7 +508,7 @@ def _to_hit(kind: Kind, row: Any) -> KeywordHit:
         conversation_id, turn_number, role, content, timestamp, score = row
         return KeywordHit(
             kind="turn",
-            conversation_id=conversation_id,
+            conversation_id=client_id(conversation_id),
             text=content,
             score=float(score),
             timestamp=as_utc(timestamp),
@@ -498,7 +518,7 @@ def _to_hit(kind: Kind, row: Any) -> KeywordHit:
     conversation_id, start, end, summary_text, created_at, score = row
     return KeywordHit(
         kind="summary",
-        conversation_id=conversation_id,
+        conversation_id=client_id(conversation_id),
         text=summary_text,
         score=float(score),
         timestamp=as_utc(created_at),

@@ -6,8 +6,11 @@ the conversation's lock (``BEGIN IMMEDIATE`` on SQLite, ``SELECT ... FOR UPDATE`
 PostgreSQL), so concurrent writers to one conversation get contiguous, unique turn numbers.
 Input is validated before the transaction starts: a bad batch changes nothing.
 
-Every read takes an optional ``user_id``; when given, a conversation of another user behaves
-as if it did not exist. Async methods run the sync ones in LangChain's executor.
+Conversation ids are each user's own: every method that names a conversation takes its
+``user_id``, and the row is stored under ``"<user_id>/<conversation_id>"``
+(:func:`~memory_chain.tiers.sql.rows.stored_id`), so one user's choice of id neither blocks
+nor reveals another's. Everything returned carries the id the client uses. Async methods run
+the sync ones in LangChain's executor.
 
 Example:
     >>> from memory_chain.schemas import NewTurn
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,8 +40,6 @@ from sqlalchemy import (
     Engine,
     Executable,
     bindparam,
-    delete,
-    exists,
     func,
     insert,
     select,
@@ -66,17 +68,25 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.engine import writer
+from memory_chain.tiers.sql.lifecycle import (
+    ACTIVE,
+    STATUS_TTL,
+    WITH_ARCHIVED,
+    ConversationLifecycle,
+)
 from memory_chain.tiers.sql.locks import try_lock
-from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
+from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
     naive_utc,
     storage_errors,
+    stored_id,
     summary_from_row,
     turn_from_row,
 )
 from memory_chain.tiers.sql.search import (
+    CountCache,
     Kind,
     ScopeStats,
     TermStats,
@@ -85,8 +95,7 @@ from memory_chain.tiers.sql.search import (
     query_words,
     sqlite_has_fts,
 )
-
-_STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
+from memory_chain.tiers.sql.tasks import add_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +145,20 @@ def _append_statements(dialect: str) -> _AppendStatements:
     return _AppendStatements(create, lock, insert(turns), count)
 
 
-class SQLStore:
+def _scoped_key(user_id: str | None, conversation_id: str | None) -> str | None:
+    """The stored id of a search's conversation (it needs the user who owns it)."""
+    if conversation_id is None:
+        return None
+    if user_id is None:
+        raise InvalidInputError("a search within one conversation needs its user_id")
+    return stored_id(user_id, conversation_id)
+
+
+class SQLStore(ConversationLifecycle):
     """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
+
+    Archiving, purging and the checks retrieval makes against them are in
+    :class:`~memory_chain.tiers.sql.lifecycle.ConversationLifecycle`.
 
     The schema must exist: run :func:`memory_chain.tiers.sql.migrate.upgrade` first.
 
@@ -167,6 +188,7 @@ class SQLStore:
         self._fts: bool | None = None
         self._term_stats = TermStats()
         self._scope_stats = ScopeStats()
+        self.statuses = CountCache(ttl=STATUS_TTL, size=8_192, clock=time.monotonic)
 
     # -- writes -------------------------------------------------------------------------
 
@@ -178,9 +200,10 @@ class SQLStore:
     ) -> Any:
         """Create the conversation if needed and lock its row for this transaction."""
         statements = _append_statements(self._dialect)
-        conn.execute(statements.create, {"cid": conversation_id, "uid": user_id, "now": now})
-        row = conn.execute(statements.lock, {"cid": conversation_id}).one()
-        if row.user_id != user_id:
+        key = stored_id(user_id, conversation_id)
+        conn.execute(statements.create, {"cid": key, "uid": user_id, "now": now})
+        row = conn.execute(statements.lock, {"cid": key}).one()
+        if row.user_id != user_id:  # pragma: no cover - the stored id names its owner
             raise ConversationNotFoundError(conversation_id)
         return row
 
@@ -232,6 +255,8 @@ class SQLStore:
         validate_new_turns(new_turns, max_chars=self._max_chars)
         now = utcnow()
 
+        key = stored_id(user_id, conversation_id)
+
         def work(conn: Connection) -> list[Turn]:
             state = self._lock_conversation(conn, conversation_id, user_id, now)
             first = (state.turn_count or 0) + 1
@@ -251,7 +276,7 @@ class SQLStore:
                 statements.add_turns,
                 [
                     {
-                        "conversation_id": conversation_id,
+                        "conversation_id": key,
                         "turn_number": turn.turn_number,
                         "role": turn.role,
                         "content": turn.content,
@@ -266,7 +291,7 @@ class SQLStore:
             conn.execute(
                 statements.count,
                 {
-                    "cid": conversation_id,
+                    "cid": key,
                     "new_turn_count": stored[-1].turn_number,
                     "new_total_tokens": (state.total_tokens or 0)
                     + sum(turn.content_tokens for turn in stored),
@@ -274,7 +299,7 @@ class SQLStore:
                 },
             )
             if self.queue_embeddings:
-                enqueue_range(conn, conversation_id, first, stored[-1].turn_number)
+                enqueue_range(conn, key, first, stored[-1].turn_number)
             return stored
 
         result: list[Turn] = self.run_write(work)
@@ -288,7 +313,7 @@ class SQLStore:
         *,
         token_count: int | None = None,
         running_summary: str | None = None,
-        user_id: str | None = None,
+        user_id: str,
     ) -> Summary | None:
         """Store the summary of a turn range, and optionally the new running summary.
 
@@ -301,7 +326,7 @@ class SQLStore:
             turn_range: First and last turn number, inclusive.
             token_count: Tokens of the summary.
             running_summary: New value of ``conversations.summary``.
-            user_id: When given, the conversation must belong to this user.
+            user_id: The conversation's owner.
 
         Returns:
             The stored summary, or ``None`` if the range was already summarized.
@@ -318,14 +343,15 @@ class SQLStore:
         if not 1 <= start <= end:
             raise InvalidInputError(f"invalid turn range {turn_range}: need 1 <= start <= end")
         now = utcnow()
+        key = stored_id(user_id, conversation_id)
 
         def work(conn: Connection) -> Summary | None:
             row = conn.execute(
                 select(conversations.c.user_id, conversations.c.turn_count)
-                .where(conversations.c.conversation_id == conversation_id)
+                .where(conversations.c.conversation_id == key)
                 .with_for_update()
             ).first()
-            if row is None or (user_id is not None and row.user_id != user_id):
+            if row is None:
                 raise ConversationNotFoundError(conversation_id)
             if end > (row.turn_count or 0):
                 raise InvalidInputError(
@@ -335,7 +361,7 @@ class SQLStore:
             inserted = conn.execute(
                 self._insert()(summaries)
                 .values(
-                    conversation_id=conversation_id,
+                    conversation_id=key,
                     summary_text=summary_text,
                     turn_range_start=start,
                     turn_range_end=end,
@@ -347,10 +373,13 @@ class SQLStore:
             ).first()
             if inserted is None:
                 return None
+            if self.queue_embeddings:
+                # The range's points carry its summary: rewrite their payloads.
+                add_task(conn, "refresh", user_id, conversation_id, (start, end))
             if running_summary is not None:
                 conn.execute(
                     update(conversations)
-                    .where(conversations.c.conversation_id == conversation_id)
+                    .where(conversations.c.conversation_id == key)
                     .values(summary=running_summary)
                 )
             return Summary(conversation_id, summary_text, start, end, now, token_count)
@@ -361,66 +390,12 @@ class SQLStore:
             return None
         return result
 
-    def set_status(
-        self, conversation_id: str, status: ConversationStatus, *, user_id: str | None = None
-    ) -> None:
-        """Set a conversation's status (``active``, ``archived`` or ``deleted``)."""
-        if status not in _STATUSES:
-            raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(_STATUSES)}")
-
-        def work(conn: Connection) -> None:
-            statement = update(conversations).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                statement = statement.where(conversations.c.user_id == user_id)
-            if conn.execute(statement.values(status=status)).rowcount == 0:
-                raise ConversationNotFoundError(conversation_id)
-
-        self.run_write(work)
-
-    def delete_conversation(self, conversation_id: str, *, user_id: str | None = None) -> bool:
-        """Remove a conversation with its turns and summaries.
-
-        Returns:
-            Whether a conversation was removed.
-        """
-
-        def work(conn: Connection) -> bool:
-            owner = select(conversations.c.conversation_id).where(
-                conversations.c.conversation_id == conversation_id
-            )
-            if user_id is not None:
-                owner = owner.where(conversations.c.user_id == user_id)
-            if conn.execute(owner.with_for_update()).first() is None:
-                return False
-            conn.execute(
-                delete(outbox).where(
-                    outbox.c.turn_id.in_(
-                        select(turns.c.id).where(turns.c.conversation_id == conversation_id)
-                    )
-                )
-            )
-            for table in (turns, summaries):
-                conn.execute(delete(table).where(table.c.conversation_id == conversation_id))
-            conn.execute(
-                delete(conversations).where(conversations.c.conversation_id == conversation_id)
-            )
-            return True
-
-        deleted: bool = self.run_write(work)
-        return deleted
-
     # -- reads --------------------------------------------------------------------------
 
-    def get_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
-    ) -> ConversationInfo | None:
-        """A conversation's row, or ``None`` if it does not exist (for ``user_id``)."""
-        statement = select(conversations).where(conversations.c.conversation_id == conversation_id)
-        if user_id is not None:
-            statement = statement.where(conversations.c.user_id == user_id)
-        rows = self._read(statement)
+    def get_conversation(self, conversation_id: str, *, user_id: str) -> ConversationInfo | None:
+        """A conversation's row, or ``None`` if ``user_id`` has no conversation of that id."""
+        key = stored_id(user_id, conversation_id)
+        rows = self._read(select(conversations).where(conversations.c.conversation_id == key))
         return conversation_from_row(rows[0]) if rows else None
 
     def list_conversations(
@@ -448,25 +423,24 @@ class SQLStore:
         self,
         conversation_id: str,
         *,
-        user_id: str | None = None,
+        user_id: str,
         after: int = 0,
         limit: int | None = None,
     ) -> list[Turn]:
         """Turns with number greater than ``after``, oldest first, at most ``limit``."""
         statement = select(turns).where(
-            turns.c.conversation_id == conversation_id, turns.c.turn_number > after
+            turns.c.conversation_id == stored_id(user_id, conversation_id),
+            turns.c.turn_number > after,
         )
-        statement = self._owned(statement, user_id).order_by(turns.c.turn_number)
+        statement = statement.order_by(turns.c.turn_number)
         if limit is not None:
             statement = statement.limit(max(limit, 0))
         return [turn_from_row(row) for row in self._read(statement)]
 
-    def recent_turns(
-        self, conversation_id: str, count: int, *, user_id: str | None = None
-    ) -> list[Turn]:
+    def recent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """The last ``count`` turns, oldest first."""
-        statement = select(turns).where(turns.c.conversation_id == conversation_id)
-        statement = self._owned(statement, user_id)
+        key = stored_id(user_id, conversation_id)
+        statement = select(turns).where(turns.c.conversation_id == key)
         statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
         return [turn_from_row(row) for row in reversed(self._read(statement))]
 
@@ -478,10 +452,10 @@ class SQLStore:
                 for table in (conversations, turns, summaries)
             }
 
-    def get_summaries(self, conversation_id: str, *, user_id: str | None = None) -> list[Summary]:
+    def get_summaries(self, conversation_id: str, *, user_id: str) -> list[Summary]:
         """Every stored range summary, in turn order."""
-        statement = select(summaries).where(summaries.c.conversation_id == conversation_id)
-        statement = self._owned(statement, user_id, summaries.c.conversation_id)
+        key = stored_id(user_id, conversation_id)
+        statement = select(summaries).where(summaries.c.conversation_id == key)
         rows = self._read(statement.order_by(summaries.c.turn_range_start))
         return [summary_from_row(row) for row in rows]
 
@@ -493,19 +467,23 @@ class SQLStore:
         conversation_id: str | None = None,
         kinds: Sequence[Kind] = ("turn", "summary"),
         limit: int = 10,
+        include_archived: bool = False,
     ) -> list[KeywordHit]:
         """Keyword search over turns and summaries (see :mod:`.search`).
 
         Args:
             query: Free text.
             user_id: Restrict to this user's conversations (``None``: every user).
-            conversation_id: Restrict to one conversation.
+            conversation_id: Restrict to one conversation of ``user_id`` (archived or not: it
+                is named).
             kinds: ``"turn"``, ``"summary"`` or both.
             limit: Most hits per kind.
+            include_archived: Search archived conversations too.
 
         Returns:
             Hits, best first within each kind; scores are higher for better matches.
         """
+        key = _scoped_key(user_id, conversation_id)
         with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
@@ -513,11 +491,12 @@ class SQLStore:
                 conn,
                 query,
                 user_id=user_id,
-                conversation_id=conversation_id,
+                conversation_id=key,
                 kinds=kinds,
                 limit=limit,
                 use_fts=self._fts,
                 term_stats=self._term_stats,
+                statuses=WITH_ARCHIVED if include_archived or conversation_id else ACTIVE,
             )
 
     def search_turns(
@@ -528,13 +507,15 @@ class SQLStore:
         conversation_id: str | None = None,
         limit: int = 10,
         scored: int = 1000,
+        include_archived: bool = False,
     ) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
         """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
 
-        The turns :meth:`search` finds, from one search that also gives the keyword score
-        of many more turns by (conversation, turn number), without reading them (see
-        :func:`.search.keyword_turns`).
+        The turns :meth:`search` finds (same arguments), from one search that also gives
+        the keyword score of many more turns by (conversation, turn number), without
+        reading them (see :func:`.search.keyword_turns`).
         """
+        key = _scoped_key(user_id, conversation_id)
         with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
             if self._fts is None:
                 self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
@@ -542,11 +523,12 @@ class SQLStore:
                 conn,
                 query,
                 user_id=user_id,
-                conversation_id=conversation_id,
+                conversation_id=key,
                 limit=limit,
                 scored=scored,
                 use_fts=self._fts,
                 term_stats=self._term_stats,
+                statuses=WITH_ARCHIVED if include_archived or conversation_id else ACTIVE,
             )
 
     def common_words(
@@ -575,22 +557,10 @@ class SQLStore:
                 conn,
                 words,
                 user_id=user_id,
-                conversation_id=conversation_id,
+                conversation_id=_scoped_key(user_id, conversation_id),
                 share=share,
                 min_rows=min_rows,
             )
-
-    @staticmethod
-    def _owned(statement: Any, user_id: str | None, column: Any = None) -> Any:
-        """Restrict ``statement`` to conversations of ``user_id`` (one indexed lookup)."""
-        if user_id is None:
-            return statement
-        target = column if column is not None else turns.c.conversation_id
-        return statement.where(
-            exists().where(
-                conversations.c.conversation_id == target, conversations.c.user_id == user_id
-            )
-        )
 
     # -- async twins ----------------------------------------------------------------------
 
@@ -610,7 +580,7 @@ class SQLStore:
         *,
         token_count: int | None = None,
         running_summary: str | None = None,
-        user_id: str | None = None,
+        user_id: str,
     ) -> Summary | None:
         """Async :meth:`add_summary`."""
         return await run_in_executor(
@@ -624,16 +594,8 @@ class SQLStore:
             user_id=user_id,
         )
 
-    async def adelete_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
-    ) -> bool:
-        """Async :meth:`delete_conversation`."""
-        return await run_in_executor(
-            None, self.delete_conversation, conversation_id, user_id=user_id
-        )
-
     async def aget_conversation(
-        self, conversation_id: str, *, user_id: str | None = None
+        self, conversation_id: str, *, user_id: str
     ) -> ConversationInfo | None:
         """Async :meth:`get_conversation`."""
         return await run_in_executor(None, self.get_conversation, conversation_id, user_id=user_id)
@@ -642,7 +604,7 @@ class SQLStore:
         self,
         conversation_id: str,
         *,
-        user_id: str | None = None,
+        user_id: str,
         after: int = 0,
         limit: int | None = None,
     ) -> list[Turn]:
@@ -651,9 +613,7 @@ class SQLStore:
             None, self.get_turns, conversation_id, user_id=user_id, after=after, limit=limit
         )
 
-    async def arecent_turns(
-        self, conversation_id: str, count: int, *, user_id: str | None = None
-    ) -> list[Turn]:
+    async def arecent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """Async :meth:`recent_turns`."""
         return await run_in_executor(
             None, self.recent_turns, conversation_id, count, user_id=user_id
@@ -667,6 +627,7 @@ class SQLStore:
         conversation_id: str | None = None,
         kinds: Sequence[Kind] = ("turn", "summary"),
         limit: int = 10,
+        include_archived: bool = False,
     ) -> list[KeywordHit]:
         """Async :meth:`search`."""
         return await run_in_executor(
@@ -677,4 +638,5 @@ class SQLStore:
             conversation_id=conversation_id,
             kinds=kinds,
             limit=limit,
+            include_archived=include_archived,
         )

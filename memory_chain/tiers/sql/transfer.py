@@ -40,8 +40,10 @@ from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
+    conversation_scope,
     naive_utc,
     storage_errors,
+    stored_id,
     summary_from_row,
     turn_from_row,
 )
@@ -81,9 +83,8 @@ class ConversationRecord:
 def _scoped(statement: Select[Any], user_id: str | None, conversation_id: str | None) -> Any:
     if user_id is not None:
         statement = statement.where(conversations.c.user_id == user_id)
-    if conversation_id is not None:
-        statement = statement.where(conversations.c.conversation_id == conversation_id)
-    return statement
+    column = conversations.c.conversation_id
+    return statement.where(*conversation_scope(column, user_id, conversation_id))
 
 
 def count_conversations(
@@ -114,7 +115,7 @@ def read_conversations(
     Args:
         engine: The tier-2 engine.
         user_id: Only this user's conversations.
-        conversation_id: Only this conversation.
+        conversation_id: Only conversations of this id (of ``user_id``, or of every user).
 
     Yields:
         One record per conversation, in creation order.
@@ -131,7 +132,7 @@ def read_conversations(
             if not page:
                 return
             for row in page:
-                cid = row.conversation_id
+                cid = row.conversation_id  # the stored id
                 turn_rows = conn.execute(
                     select(turns)
                     .where(turns.c.conversation_id == cid)
@@ -215,15 +216,22 @@ def _shorten(numbers: list[int]) -> str:
     return str(numbers) if len(numbers) <= 12 else f"{numbers[:12]}"[:-1] + ", ...]"
 
 
-def existing_conversations(engine: Engine, conversation_ids: Collection[str]) -> set[str]:
-    """Which of ``conversation_ids`` are already stored (whoever owns them)."""
-    found: set[str] = set()
-    ids = list(conversation_ids)
+def existing_conversations(
+    engine: Engine, conversations_of: Collection[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Which of these ``(user_id, conversation_id)`` are already stored."""
+    found: set[tuple[str, str]] = set()
+    keys = {
+        stored_id(user, conversation): (user, conversation)
+        for user, conversation in conversations_of
+    }
+    ids = list(keys)
     with storage_errors(), engine.connect() as conn:
         for start in range(0, len(ids), _PAGE):
             chunk = ids[start : start + _PAGE]
             found.update(
-                conn.execute(
+                keys[key]
+                for key in conn.execute(
                     select(conversations.c.conversation_id).where(
                         conversations.c.conversation_id.in_(chunk)
                     )
@@ -261,11 +269,12 @@ def write_conversation(
         raise ValueError(f"unknown on_conflict {on_conflict!r}: use 'fail' or 'skip'")
     check_record(record, max_chars=max_chars)
     info = record.info
+    key = stored_id(info.user_id or "", info.conversation_id)
     dialect_insert = pg_insert if store.engine.dialect.name == "postgresql" else sqlite_insert
     create = (
         dialect_insert(conversations)
         .values(
-            conversation_id=info.conversation_id,
+            conversation_id=key,
             user_id=info.user_id,
             created_at=naive_utc(info.created_at),
             last_message_at=naive_utc(info.last_message_at) if info.last_message_at else None,
@@ -284,21 +293,21 @@ def write_conversation(
                 return False
             raise ConversationExistsError(info.conversation_id)
         if record.turns:
-            conn.execute(insert(turns), [_turn_values(turn) for turn in record.turns])
+            conn.execute(insert(turns), [_turn_values(key, turn) for turn in record.turns])
             if store.queue_embeddings:
-                enqueue_range(conn, info.conversation_id, 1, len(record.turns))
+                enqueue_range(conn, key, 1, len(record.turns))
         if record.summaries:
-            conn.execute(insert(summaries), [_summary_values(s) for s in record.summaries])
+            conn.execute(insert(summaries), [_summary_values(key, s) for s in record.summaries])
         return True
 
     written: bool = store.run_write(work)
     return written
 
 
-def _turn_values(turn: Turn) -> dict[str, Any]:
+def _turn_values(key: str, turn: Turn) -> dict[str, Any]:
     tokens = turn.tokens
     return {
-        "conversation_id": turn.conversation_id,
+        "conversation_id": key,
         "turn_number": turn.turn_number,
         "role": turn.role,
         "content": turn.content,
@@ -309,9 +318,9 @@ def _turn_values(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _summary_values(summary: Summary) -> dict[str, Any]:
+def _summary_values(key: str, summary: Summary) -> dict[str, Any]:
     return {
-        "conversation_id": summary.conversation_id,
+        "conversation_id": key,
         "summary_text": summary.summary_text,
         "turn_range_start": summary.turn_range_start,
         "turn_range_end": summary.turn_range_end,

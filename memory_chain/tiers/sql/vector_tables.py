@@ -7,7 +7,7 @@ partial HNSW index over ``embedding::vector(d)`` (pgvector indexes one dimension
 the migration creates the one of the default model (384), :class:`PgVectorIndex
 <memory_chain.tiers.vectors.pgvector.PgVectorIndex>` the others when it opens.
 
-Migration 0010 creates them when the server has pgvector. A database migrated while the
+Migration 0008 creates them when the server has pgvector. A database migrated while the
 server had none gets them from :func:`ensure_vector_tables`, which :func:`upgrade
 <memory_chain.tiers.sql.migrate.upgrade>` runs after the migrations: install pgvector, run
 ``memory-chain migrate`` again. This module is therefore the tables' current shape: a later

@@ -72,6 +72,7 @@ def _payload_indexes() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams
         "conversation_id": qe.KeywordIndexParams(is_tenant=True),
         "user_id": qe.PayloadSchemaType.Keyword,
         "role": qe.PayloadSchemaType.Keyword,
+        "tags": qe.PayloadSchemaType.Keyword,
         "timestamp": qe.PayloadSchemaType.Datetime,
     }
 

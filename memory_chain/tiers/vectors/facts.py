@@ -77,7 +77,7 @@ class UserFacts:
         self.index.upsert(
             [
                 VectorPoint(
-                    id=point_id(turn.conversation_id, turn.turn_number),
+                    id=point_id(user_id, turn.conversation_id, turn.turn_number),
                     vector=vector,
                     payload=TurnPayload(
                         conversation_id=turn.conversation_id,

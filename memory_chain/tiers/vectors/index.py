@@ -27,12 +27,14 @@ POINT_NAMESPACE = uuid.UUID("5b0f3a52-3c1e-4d55-9d36-6f0a39c0e3b1")
 
 
 @functools.lru_cache(maxsize=65536)
-def point_id(conversation_id: str, turn_number: int) -> str:
+def point_id(user_id: str, conversation_id: str, turn_number: int) -> str:
     """The deterministic id of a turn's point: embedding a turn twice overwrites one point.
 
-    Cached: retrieval asks for the ids of a hundred neighbouring turns per query.
+    Conversation ids are each user's own (two users may both have a "notes"), so the owner is
+    part of the id. Cached: retrieval asks for the ids of a hundred neighbouring turns per
+    query.
     """
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{conversation_id}\x1f{turn_number}"))
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{user_id}/{conversation_id}\x1f{turn_number}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,8 @@ class VectorFilter:
     ``user_id`` is required for searches: tier 3 never searches across users. ``roles`` is a
     tuple of role names (an empty tuple matches nothing); ``since`` and ``until`` are
     inclusive, naive values are taken as UTC; ``ids`` keeps only these point ids (ids of
-    points that do not exist are ignored; an empty tuple matches nothing).
+    points that do not exist are ignored; an empty tuple matches nothing); ``tags`` keeps the
+    points with any of these tags (an empty tuple matches nothing).
     """
 
     user_id: str | None
@@ -113,6 +116,7 @@ class VectorFilter:
     since: datetime | None = None
     until: datetime | None = None
     ids: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +167,10 @@ def filter_conditions(where: VectorFilter | None) -> list[Condition]:
                 as_utc(where.until) if where.until else None,
             )
         )
+    if where.tags is not None:
+        if isinstance(where.tags, str):
+            raise InvalidInputError("tags must be a sequence of tag names, not one string")
+        conditions.append(Match("tags", tuple(where.tags)))
     if where.ids is not None:
         if isinstance(where.ids, str):
             raise InvalidInputError("ids must be a sequence of point ids, not one string")
@@ -176,7 +184,8 @@ def check_point_id(value: str) -> str:
         uuid.UUID(value)
     except (ValueError, TypeError, AttributeError) as exc:
         raise InvalidInputError(
-            f"point id {value!r} is not a UUID: build ids with point_id(conversation_id, turn)"
+            f"point id {value!r} is not a UUID: build ids with "
+            "point_id(user_id, conversation_id, turn)"
         ) from exc
     return value
 

@@ -1,4 +1,4 @@
-"""Moving turns from tier 2 into tier 3: backfill from the outbox, and reindex.
+"""Moving turns from tier 2 into tier 3: backfill from the outbox, queued tasks, and reindex.
 
 :class:`TurnIndexer` takes queued turns from the embedding outbox in batches, embeds them in
 one forward pass per batch, upserts their points (deterministic ids, so a repeated batch
@@ -7,6 +7,13 @@ flushed (:meth:`TurnIndexer.settle`). If the vector
 store is down, the batch stays queued and the next run embeds it. Turns that are user facts
 ("remember this") are filed in the facts collection in the same batch, so they share the
 turns' durability.
+
+Before each batch the indexer does the tier-3 tasks queued in tier 2
+(:mod:`memory_chain.tiers.sql.tasks`), oldest first: the points and facts of purged
+conversations are deleted, dismissed facts removed, and payloads refreshed once a range is
+summarized. A task stays queued until the vector store has done it, and no new turn is
+embedded while a task fails, so a deletion is never overtaken by the embedding of a turn
+written after it.
 
 Example:
     >>> indexer = TurnIndexer(outbox, index, embeddings)  # doctest: +SKIP
@@ -20,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables.config import run_in_executor
@@ -27,6 +35,7 @@ from langchain_core.runnables.config import run_in_executor
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Turn
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, PendingTurn
+from memory_chain.tiers.sql.tasks import VectorTask, VectorTasks
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import (
     TurnPayload,
@@ -35,11 +44,19 @@ from memory_chain.tiers.vectors.index import (
     VectorPoint,
     point_id,
 )
+from memory_chain.tiers.vectors.tags import turn_tags
 
 logger = logging.getLogger(__name__)
 
 #: Called after each batch with (turns done so far, turns queued when the run started).
 Progress = Callable[[int, int], None]
+
+
+def _covering(summaries: list[tuple[int, int, str]], turn_number: int) -> str | None:
+    for start, end, text in summaries:
+        if start <= turn_number <= end:
+            return text
+    return None
 
 
 def embedding_text(turn: Turn) -> str:
@@ -48,7 +65,7 @@ def embedding_text(turn: Turn) -> str:
 
 
 def payload_of(pending: PendingTurn) -> TurnPayload:
-    """The seed's payload of a queued turn."""
+    """The seed's payload of a queued turn: its row, its range's summary, its tags."""
     turn = pending.turn
     return TurnPayload(
         conversation_id=turn.conversation_id,
@@ -58,6 +75,8 @@ def payload_of(pending: PendingTurn) -> TurnPayload:
         content=turn.content,
         timestamp=turn.timestamp,
         tokens=turn.tokens.total if turn.tokens else None,
+        summary=pending.summary,
+        tags=turn_tags(turn.role, turn.content),
     )
 
 
@@ -73,6 +92,7 @@ class TurnIndexer:
         flush_interval: Least seconds between two background settles while turns keep
             coming (the worker settles sooner once they stop).
         facts: The user-facts collection, filled with the facts among the embedded turns.
+        tasks: The tier-3 task queue (default: the outbox's store's).
     """
 
     def __init__(
@@ -85,8 +105,10 @@ class TurnIndexer:
         text_of: Callable[[Turn], str] = embedding_text,
         flush_interval: float = 10.0,
         facts: UserFacts | None = None,
+        tasks: VectorTasks | None = None,
     ) -> None:
         self.outbox = outbox
+        self.tasks = tasks if tasks is not None else VectorTasks(outbox.store)
         self.facts = facts
         self.index = index
         self.embeddings = embeddings
@@ -99,6 +121,8 @@ class TurnIndexer:
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
         self._lock = threading.RLock()
+        # Set at shutdown: a drain stops after its current batch (the rest stays queued).
+        self.halted = threading.Event()
 
     @property
     def unsettled(self) -> int:
@@ -111,7 +135,7 @@ class TurnIndexer:
         self.index.upsert(
             [
                 VectorPoint(
-                    id=point_id(p.turn.conversation_id, p.turn.turn_number),
+                    id=point_id(p.user_id, p.turn.conversation_id, p.turn.turn_number),
                     vector=vector,
                     payload=payload_of(p),
                 )
@@ -125,7 +149,7 @@ class TurnIndexer:
     def _file_facts(self, facts: UserFacts, batch: list[PendingTurn]) -> None:
         by_user: dict[str, list[Turn]] = {}
         for pending in batch:
-            if facts.is_fact(pending.turn):
+            if not pending.fact_dismissed and facts.is_fact(pending.turn):
                 by_user.setdefault(pending.user_id, []).append(pending.turn)
         for user_id, turns in by_user.items():
             facts.remember(user_id, turns, flush=False)
@@ -182,7 +206,8 @@ class TurnIndexer:
         with self._lock:
             total = self.outbox.count() if progress is not None else 0
             done = 0
-            while limit is None or done < limit:
+            while (limit is None or done < limit) and not self.halted.is_set():
+                self.apply_tasks()
                 size = self.batch_size if limit is None else min(self.batch_size, limit - done)
                 batch = self.outbox.pending(size, exclude=self._unsettled)
                 if not batch:
@@ -227,18 +252,71 @@ class TurnIndexer:
         logger.info("reindex: %d turns queued", queued)
         return self.drain(progress=progress)
 
-    def forget(self, *, user_id: str | None, conversation_id: str | None = None) -> None:
-        """Remove the points (and user facts) of a deleted conversation (or user).
+    def apply_tasks(self) -> int:
+        """Do the queued tier-3 tasks, oldest first (each is removed once done).
 
-        Call it after deleting the rows from tier 2: it waits for a running batch, so a
-        batch that read the rows before they were deleted cannot leave points behind.
+        Returns:
+            How many tasks were done.
+
+        Raises:
+            VectorStoreError: If the vector store fails; that task and the later ones stay
+                queued.
         """
+        done = 0
         with self._lock:
-            self.settle()
-            scope = VectorFilter(user_id=user_id, conversation_id=conversation_id)
-            self.index.delete(scope)
-            if self.facts is not None:
-                self.facts.index.delete(scope)
+            while not self.halted.is_set():
+                tasks = self.tasks.pending(100)
+                if not tasks:
+                    break
+                for task in tasks:
+                    self._apply(task)
+                    self.tasks.done([task.id])
+                    done += 1
+        return done
+
+    def _apply(self, task: VectorTask) -> None:
+        if task.kind == "refresh":
+            self._refresh(task)
+            return
+        if task.kind == "forget_fact":
+            if self.facts is not None and task.conversation_id and task.turns:
+                fact = point_id(task.user_id, task.conversation_id, task.turns[0])
+                self.facts.index.delete(VectorFilter(user_id=task.user_id, ids=(fact,)))
+            return
+        # forget: settle first, so that no embedded turn of the scope is settled after its
+        # point is deleted; then delete; then queue the turns stored in the scope now (a
+        # conversation created again under the same id since the purge), which the deletion
+        # just removed as well.
+        self.settle()
+        scope = VectorFilter(user_id=task.user_id, conversation_id=task.conversation_id)
+        self.index.delete(scope)
+        if self.facts is not None:
+            self.facts.index.delete(scope)
+        self.outbox.enqueue(user_id=task.user_id, conversation_id=task.conversation_id)
+
+    def _refresh(self, task: VectorTask) -> None:
+        """Rewrite the payloads of a turn range (its summary) on the points it has already."""
+        if task.conversation_id is None or task.turns is None:
+            return
+        first, last = task.turns
+        ids = tuple(point_id(task.user_id, task.conversation_id, n) for n in range(first, last + 1))
+        where = VectorFilter(user_id=task.user_id, conversation_id=task.conversation_id, ids=ids)
+        points = list(self.index.scroll(where))
+        if not points:
+            return  # not embedded yet: the backfill reads the summary when it embeds them
+        summaries = self.tasks.summaries(task.user_id, task.conversation_id)
+        self.index.upsert(
+            [
+                VectorPoint(
+                    id=point.id,
+                    vector=point.vector,
+                    payload=replace(
+                        point.payload, summary=_covering(summaries, point.payload.turn_number)
+                    ),
+                )
+                for point in points
+            ]
+        )
 
     def try_drain(self) -> int:
         """:meth:`drain`, logging instead of raising (for background loops)."""

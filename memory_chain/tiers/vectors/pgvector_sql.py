@@ -74,7 +74,11 @@ def where_sql(collection: str, where: VectorFilter | None) -> tuple[str, dict[st
     params: dict[str, Any] = {"c": collection}
     for number, condition in enumerate(filter_conditions(where)):
         name = f"p{number}"
-        if isinstance(condition, Match):
+        if isinstance(condition, Match) and condition.key == "tags":
+            # A point has several tags: any of the wanted ones matches (array overlap).
+            parts.append(f"tags && CAST(:{name} AS text[])")
+            params[name] = list(condition.values)
+        elif isinstance(condition, Match):
             column = MATCH_COLUMNS[condition.key]
             if len(condition.values) == 1:
                 parts.append(f"{column} = :{name}")

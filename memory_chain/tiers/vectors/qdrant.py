@@ -59,6 +59,7 @@ _PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams
     ),
     "user_id": models.PayloadSchemaType.KEYWORD,
     "role": models.PayloadSchemaType.KEYWORD,
+    "tags": models.PayloadSchemaType.KEYWORD,
     "timestamp": models.PayloadSchemaType.DATETIME,
 }
 

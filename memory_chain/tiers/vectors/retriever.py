@@ -1,7 +1,7 @@
 """Tier 3 as a LangChain retriever: the turns most similar to a query.
 
-Every search is filtered by user (always), and optionally by conversation, role and time
-range. Each :class:`~langchain_core.documents.Document` holds the turn's content, and in its
+Every search is filtered by user (always), and optionally by conversation, role, time range
+and tags. Each :class:`~langchain_core.documents.Document` holds the turn's content, and in its
 metadata the seed's payload plus ``score`` (cosine similarity: **higher is more similar**,
 at most 1.0), ``tier`` (``"tier3"``) and ``id`` (the point id).
 
@@ -32,7 +32,9 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import as_utc, validate_id
 from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, VectorIndex
 
-_SEARCH_ARGS = frozenset({"k", "conversation_id", "roles", "since", "until", "score_threshold"})
+_SEARCH_ARGS = frozenset(
+    {"k", "conversation_id", "roles", "since", "until", "score_threshold", "tags"}
+)
 
 
 def hit_to_document(hit: VectorHit) -> Document:
@@ -59,6 +61,8 @@ class TurnRetriever(BaseRetriever):
         since: Only turns at or after this time.
         until: Only turns at or before this time.
         score_threshold: Drop hits less similar than this.
+        tags: Only turns with any of these tags (``question``, ``code``, ``technical``,
+            ``fact``: see :mod:`memory_chain.tiers.vectors.tags`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -72,6 +76,7 @@ class TurnRetriever(BaseRetriever):
     since: datetime | None = None
     until: datetime | None = None
     score_threshold: float | None = None
+    tags: list[str] | None = None
 
     def _search_args(self, overrides: dict[str, Any]) -> tuple[VectorFilter, int, float | None]:
         unknown = set(overrides) - _SEARCH_ARGS
@@ -86,15 +91,18 @@ class TurnRetriever(BaseRetriever):
         conversation_id = args["conversation_id"]
         if conversation_id is not None:
             validate_id(conversation_id)
-        since, until, roles = args["since"], args["until"], args["roles"]
+        since, until, roles, tags = args["since"], args["until"], args["roles"], args["tags"]
         if isinstance(roles, str):
             raise InvalidInputError(f"roles must be a list of role names, got {roles!r}")
+        if isinstance(tags, str):
+            raise InvalidInputError(f"tags must be a list of tag names, got {tags!r}")
         where = VectorFilter(
             user_id=validate_id(self.user_id, "user id"),
             conversation_id=conversation_id,
             roles=tuple(roles) if roles is not None else None,
             since=as_utc(since) if since else None,
             until=as_utc(until) if until else None,
+            tags=tuple(tags) if tags is not None else None,
         )
         return where, k, args["score_threshold"]
 

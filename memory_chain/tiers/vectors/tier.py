@@ -55,14 +55,14 @@ class Tier3:
 
     def payloads(self, user_id: str, turns: Iterable[TurnKey]) -> dict[TurnKey, TurnPayload]:
         """The stored payloads of these ``(conversation_id, turn_number)``s of ``user_id``."""
-        found = self.index.payloads(user_id, [point_id(c, n) for c, n in turns])
+        found = self.index.payloads(user_id, [point_id(user_id, c, n) for c, n in turns])
         return {(p.conversation_id, p.turn_number): p for p in found}
 
     def scores(
         self, vector: list[float], user_id: str, turns: Iterable[TurnKey]
     ) -> dict[TurnKey, float]:
         """The cosine of ``vector`` with each of these stored turns of ``user_id``."""
-        keys = {point_id(c, n): (c, n) for c, n in turns}
+        keys = {point_id(user_id, c, n): (c, n) for c, n in turns}
         found = self.index.scores(vector, user_id, list(keys))
         return {keys[point]: score for point, score in found.items()}
 
@@ -76,10 +76,15 @@ class Tier3:
         if self.worker is not None:
             self.worker.notify()
 
-    def close(self) -> None:
-        """Stop the worker and close the collections."""
-        if self.worker is not None:
-            self.worker.stop()
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the worker (waiting at most ``timeout`` s) and close the collections.
+
+        A batch still being written after ``timeout`` keeps the collections open (closing
+        them under it could fail the write): the process is exiting, and the batch's turns
+        stay queued in tier 2.
+        """
+        if self.worker is not None and not self.worker.stop(timeout):
+            return
         self.index.close()
         if self.facts is not None:
             self.facts.index.close()

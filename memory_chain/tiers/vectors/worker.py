@@ -58,6 +58,7 @@ class BackfillWorker:
         """Start the thread (idempotent)."""
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
+            self.indexer.halted.clear()
             self._thread = threading.Thread(
                 target=self._run, name="memory-chain-backfill", daemon=True
             )
@@ -72,16 +73,32 @@ class BackfillWorker:
         """New turns are queued: run soon."""
         self._wake.set()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop after the current batch, settling what was embedded."""
+    def halt(self) -> None:
+        """Start no new batch (no locks: a signal handler may call it)."""
         self._stop.set()
+        self.indexer.halted.set()
         self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop after the current batch (waiting at most ``timeout`` s), settling what was embedded.
+
+        A batch still running after ``timeout`` is abandoned with the thread (a daemon); its
+        turns stay queued in tier 2 and are embedded after the next start.
+
+        Returns:
+            Whether the thread stopped in time.
+        """
+        self.halt()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                logger.warning("tier-3 backfill: abandoning the batch in flight (stays queued)")
+                return False
         try:
             self.indexer.settle()
         except MemoryChainError as exc:
             logger.warning("could not settle embedded turns (they stay queued): %s", exc)
+        return True
 
     def run_once(self) -> int:
         """Open the indexes if needed and drain the outbox; raises on failure.

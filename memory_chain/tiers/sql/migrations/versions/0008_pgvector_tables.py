@@ -7,8 +7,8 @@ conversation filters) and the HNSW index of 384-d vectors; see
 :mod:`memory_chain.tiers.sql.vector_tables`. Without pgvector, or on SQLite, it does nothing
 (the other vector backends need no table). Downgrading drops the tables, not the extension.
 
-Revision ID: 0010
-Revises: 0005
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-04
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from memory_chain.tiers.sql.vector_tables import create_vector_tables, drop_vector_tables
 
-revision = "0010"
-down_revision = "0005"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,285 @@
+"""The end of a conversation's life in tier 2: archive, purge, forget a user, dismiss a fact.
+
+A purge removes the rows (turns, summaries, the turns' places in the embedding outbox) and, in
+the same transaction, queues a ``forget`` task for tier 3 (:mod:`.tasks`): the points and user
+facts leave the vector store when it is reachable, however long that takes. Until then
+retrieval hides them, because it keeps only items whose conversation is still visible in
+tier 2 (:meth:`ConversationLifecycle.visible_conversations`).
+
+:class:`ConversationLifecycle` is part of :class:`~memory_chain.tiers.sql.store.SQLStore`;
+these methods live here to keep one concern per module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from langchain_core.runnables.config import run_in_executor
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Executable,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+
+from memory_chain.errors import ConversationNotFoundError, InvalidInputError
+from memory_chain.schemas import ConversationStatus, utcnow
+from memory_chain.tiers.sql.models import (
+    conversations,
+    dismissed_facts,
+    outbox,
+    summaries,
+    turns,
+)
+from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
+from memory_chain.tiers.sql.search import CountCache
+from memory_chain.tiers.sql.tasks import add_task
+
+STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
+#: What retrieval shows by default, and with archived conversations asked for.
+ACTIVE: tuple[str, ...] = ("active",)
+WITH_ARCHIVED: tuple[str, ...] = ("active", "archived")
+
+
+#: Statuses as the visibility cache keeps them (a missing or unknown status counts as hidden).
+_STATUS_CODES = {"active": 0, "archived": 1, "deleted": 2}
+#: Seconds a conversation's status is reused by retrieval. A change made by this process
+#: clears the cache at once; one made by another process (a replica, the CLI) shows within it.
+STATUS_TTL = 2.0
+
+
+@cache
+def _status_statement() -> Executable:
+    # Built once, with bind parameters: retrieval runs it.
+    return select(conversations.c.conversation_id, conversations.c.status).where(
+        conversations.c.conversation_id.in_(bindparam("keys", expanding=True))
+    )
+
+
+class ConversationLifecycle:
+    """Archiving and purging, for :class:`SQLStore` (which provides the attributes below)."""
+
+    engine: Engine
+    queue_embeddings: bool
+    #: Statuses by stored id, for :meth:`visible_conversations` (see :data:`STATUS_TTL`).
+    statuses: CountCache
+
+    def run_write(self, work: Any) -> Any:  # pragma: no cover - provided by SQLStore
+        """Run ``work(conn)`` in one write transaction."""
+        raise NotImplementedError
+
+    def set_status(self, conversation_id: str, status: ConversationStatus, *, user_id: str) -> None:
+        """Set a conversation's status (``active``, ``archived`` or ``deleted``).
+
+        Retrieval leaves out archived conversations unless asked for them, and never shows
+        ``deleted`` ones.
+        """
+        if status not in STATUSES:
+            raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(STATUSES)}")
+
+        key = stored_id(user_id, conversation_id)
+
+        def work(conn: Connection) -> None:
+            statement = update(conversations).where(conversations.c.conversation_id == key)
+            if conn.execute(statement.values(status=status)).rowcount == 0:
+                raise ConversationNotFoundError(conversation_id)
+
+        self.run_write(work)
+        self.statuses.clear()
+
+    def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
+        """Purge a conversation: its rows now, its points and facts through the task queue.
+
+        Returns:
+            Whether a conversation was removed.
+        """
+        key = stored_id(user_id, conversation_id)
+
+        def work(conn: Connection) -> bool:
+            owner = select(conversations.c.user_id).where(conversations.c.conversation_id == key)
+            if conn.execute(owner.with_for_update()).first() is None:
+                return False
+            self._purge(conn, [key])
+            if self.queue_embeddings:
+                add_task(conn, "forget", user_id, conversation_id)
+            return True
+
+        deleted: bool = self.run_write(work)
+        self.statuses.clear()
+        return deleted
+
+    def delete_user(self, user_id: str) -> int:
+        """Purge every conversation of a user (one ``forget`` task covers their points).
+
+        Returns:
+            How many conversations were removed (0 when there were none: idempotent).
+        """
+
+        def work(conn: Connection) -> int:
+            owned = select(conversations.c.conversation_id).where(
+                conversations.c.user_id == user_id
+            )
+            ids = list(conn.execute(owned.with_for_update()).scalars())
+            if ids:
+                self._purge(conn, ids)
+            if self.queue_embeddings:
+                add_task(conn, "forget", user_id)
+            return len(ids)
+
+        removed: int = self.run_write(work)
+        self.statuses.clear()
+        return removed
+
+    @staticmethod
+    def _purge(conn: Connection, conversation_ids: list[str]) -> None:
+        """Delete the rows of these stored ids (inside the caller's transaction)."""
+        for start in range(0, len(conversation_ids), 500):
+            chunk = conversation_ids[start : start + 500]
+            conn.execute(
+                delete(outbox).where(
+                    outbox.c.turn_id.in_(
+                        select(turns.c.id).where(turns.c.conversation_id.in_(chunk))
+                    )
+                )
+            )
+            for table in (turns, summaries, dismissed_facts):
+                conn.execute(delete(table).where(table.c.conversation_id.in_(chunk)))
+            conn.execute(delete(conversations).where(conversations.c.conversation_id.in_(chunk)))
+
+    def dismiss_fact(self, conversation_id: str, turn_number: int, *, user_id: str) -> bool:
+        """Never file this turn as a user fact again, and queue its removal from tier 3.
+
+        Returns:
+            Whether the turn exists (for the user); dismissing twice is not an error.
+        """
+        key = stored_id(user_id, conversation_id)
+
+        def work(conn: Connection) -> bool:
+            found = conn.execute(
+                select(turns.c.id).where(
+                    turns.c.conversation_id == key, turns.c.turn_number == turn_number
+                )
+            ).first()
+            if found is None:
+                return False
+            known = conn.execute(
+                select(dismissed_facts.c.turn_number).where(
+                    dismissed_facts.c.conversation_id == key,
+                    dismissed_facts.c.turn_number == turn_number,
+                )
+            ).first()
+            if known is None:
+                conn.execute(
+                    insert(dismissed_facts).values(
+                        conversation_id=key,
+                        turn_number=turn_number,
+                        dismissed_at=naive_utc(utcnow()),
+                    )
+                )
+                if self.queue_embeddings:
+                    turn = (turn_number, turn_number)
+                    add_task(conn, "forget_fact", user_id, conversation_id, turn)
+            return True
+
+        found: bool = self.run_write(work)
+        return found
+
+    def dismissed(
+        self, conversation_id: str, turn_numbers: Iterable[int], *, user_id: str
+    ) -> set[int]:
+        """Which of these turns of a conversation were dismissed as facts."""
+        numbers = list(turn_numbers)
+        if not numbers:
+            return set()
+        statement = select(dismissed_facts.c.turn_number).where(
+            dismissed_facts.c.conversation_id == stored_id(user_id, conversation_id),
+            dismissed_facts.c.turn_number.in_(numbers),
+        )
+        with storage_errors(), self.engine.connect() as conn:
+            return set(conn.execute(statement).scalars())
+
+    def visible_conversations(
+        self,
+        user_id: str,
+        conversation_ids: Collection[str],
+        *,
+        statuses: Collection[str] = ACTIVE,
+    ) -> set[str]:
+        """Which of ``conversation_ids`` exist for ``user_id`` with one of ``statuses``.
+
+        What retrieval checks its candidates against, so that a purged conversation (no row)
+        or an archived one (unless asked for) never comes back, even while the vector store
+        still holds its points. One indexed lookup of the statuses not cached (statuses are
+        kept :data:`STATUS_TTL` seconds; every change this process makes clears them).
+        """
+        keys = [stored_id(user_id, conversation_id) for conversation_id in set(conversation_ids)]
+        if not keys:
+            return set()
+        known = self.statuses.fresh(keys)
+        missing = [key for key in keys if key not in known]
+        if missing:
+            with storage_errors(), self.engine.connect() as conn:
+                rows = conn.execute(_status_statement(), {"keys": missing}).all()
+            found = {row.conversation_id: _STATUS_CODES.get(row.status, -1) for row in rows}
+            self.statuses.store(found)  # absent ones are asked again: they may be created
+            known.update(found)
+        wanted = {_STATUS_CODES[status] for status in statuses}
+        return {client_id(str(key)) for key, code in known.items() if code in wanted}
+
+    def idle_conversations(
+        self, *, idle_since: datetime, user_id: str | None = None, limit: int = 100
+    ) -> list[tuple[str, str]]:
+        """``(user_id, conversation_id)`` of conversations silent since ``idle_since``."""
+        last = conversations.c.last_message_at
+        statement = select(conversations.c.user_id, conversations.c.conversation_id).where(
+            (last < naive_utc(idle_since))
+            | (last.is_(None) & (conversations.c.created_at < naive_utc(idle_since)))
+        )
+        if user_id is not None:
+            statement = statement.where(conversations.c.user_id == user_id)
+        statement = statement.order_by(conversations.c.id).limit(max(limit, 0))
+        with storage_errors(), self.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
+
+    def over_cap(self, max_per_user: int, *, limit: int = 100) -> list[tuple[str, str]]:
+        """Each user's conversations beyond their ``max_per_user`` most recently active.
+
+        Returns:
+            ``(user_id, conversation_id)`` pairs, the least recently active first.
+        """
+        recency = func.coalesce(conversations.c.last_message_at, conversations.c.created_at)
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=conversations.c.user_id,
+                order_by=(recency.desc(), conversations.c.id.desc()),
+            )
+            .label("rank")
+        )
+        ranked = select(
+            conversations.c.user_id, conversations.c.conversation_id, recency.label("at"), rank
+        ).subquery()
+        statement = (
+            select(ranked.c.user_id, ranked.c.conversation_id)
+            .where(ranked.c.rank > max(max_per_user, 0))
+            .order_by(ranked.c.at)
+            .limit(max(limit, 0))
+        )
+        with storage_errors(), self.engine.connect() as conn:
+            rows = conn.execute(statement).all()
+        return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
+
+    async def adelete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
+        """Async :meth:`delete_conversation`."""
+        return await run_in_executor(
+            None, self.delete_conversation, conversation_id, user_id=user_id
+        )

@@ -150,12 +150,12 @@ def test_one_consolidation_per_conversation_across_replicas(postgres_url: str) -
 
         assert sorted(r is None for r in results.values()) == [False, True]  # one skipped
         assert len(a.summarizer.calls) + len(b.summarizer.calls) == baseline
-        assert len(a.store.get_summaries("trip")) == 1
+        assert len(a.store.get_summaries("trip", user_id="ana")) == 1
         # The lock is released: the next range is consolidated by whichever replica asks.
         for i in range(8, 12):
             b.store.append_turns("trip", [NewTurn("user", f"m{i}")], user_id="ana")
         assert a.consolidation.consolidate("trip", "ana") is not None
-        assert [s.turn_range_end for s in b.store.get_summaries("trip")] == [8, 12]
+        assert [s.turn_range_end for s in b.store.get_summaries("trip", user_id="ana")] == [8, 12]
     finally:
         stop(alone, a, b)
 
@@ -183,6 +183,6 @@ def test_idle_scans_of_every_replica_summarize_each_range_once(postgres_url: str
         calls = sum(len(replica.summarizer.calls) for replica in replicas)
         assert calls == 6  # one range summary per conversation, none repeated
         for c in range(6):
-            assert [s.turn_range_end for s in replicas[1].store.get_summaries(f"c{c}")] == [3]
+            assert [s.turn_range_end for s in replicas[1].store.get_summaries(f"c{c}", user_id="u")] == [3]
     finally:
         stop(*replicas)

@@ -81,7 +81,7 @@ def benchmarks_dir() -> Path:
         InvalidInputError: If memory_chain is not installed from a source checkout.
     """
     folder = Path(__file__).resolve().parent.parent / "benchmarks"
-    if not (folder / "common.py").exists():
+    if not (folder / "harness.py").exists():
         raise InvalidInputError(
             f"no benchmarks folder at {folder}: run `memory-chain bench` from a source "
             "checkout installed with `pip install -e .` (`make setup`)"

@@ -21,8 +21,6 @@ Goals: ONNX ``embed_query`` p50 <= 0.5x torch's; ingestion >= 2x torch's sentenc
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -33,7 +31,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
-from common import CITIES, TOPICS, environment, fmt, goal_line, progress, summarize_ms, verdict
+from corpus import CITIES, TOPICS
+from harness import Run, fmt, goal_line, parser, progress, summarize, verdict
 
 from memory_chain.config import MemorySettings
 from memory_chain.services import build_embeddings
@@ -106,7 +105,7 @@ def run(turns: list[str], questions: list[str], queries: int) -> dict[str, Any]:
     for name in names:
         q, b = np.asarray(query_ns[name]), np.asarray(batch_ns[name])
         result["runtimes"][name] = {
-            "embed_query_ms": summarize_ms(query_ns[name]),
+            "embed_query_ms": summarize(query_ns[name]),
             "query_p50_ratio": float(np.median(q) / np.median(query_ns["torch"])),
             "query_paired_ratio": float(np.median(q / np.asarray(query_ns["torch"]))),
             "batches": len(b),
@@ -156,31 +155,26 @@ def report(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def verdicts(result: dict[str, Any]) -> dict[str, str]:
+    """Every goal's ok/MISSED, for the JSON file."""
+    return {
+        f"{name} {key}": verdict(result["runtimes"][name][key], GOALS[key], key == "ingest_speedup")
+        for name in ("onnx", "onnx-int8")
+        for key in GOALS
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--locomo", type=Path, help="a LoCoMo-format file (texts, questions)")
-    parser.add_argument("--quick", action="store_true", help="one conversation, 60 queries")
-    parser.add_argument("--queries", type=int, help="embed_query calls per runtime (300)")
-    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
-    args = parser.parse_args(argv)
-    load_start = os.getloadavg()
-    print(f"memory_chain embedding benchmark: {os.cpu_count()} CPUs, load {load_start[0]:.2f}")
-    turns, questions = load_texts(args.locomo, args.quick)
-    queries = args.queries or (60 if args.quick else 300)
+    args = parser(__doc__, quick="one conversation, 60 queries")
+    args.add_argument("--locomo", type=Path, help="a LoCoMo-format file (texts, questions)")
+    args.add_argument("--queries", type=int, help="embed_query calls per runtime (300)")
+    options = args.parse_args(argv)
+    bench = Run("embedding")
+    print(bench.header())
+    turns, questions = load_texts(options.locomo, options.quick)
+    queries = options.queries or (60 if options.quick else 300)
     result = run(turns, questions, queries)
-    for line in report(result):
-        print(line)
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
-    if args.json:
-        verdicts = {
-            f"{name} {key}": verdict(
-                result["runtimes"][name][key], GOALS[key], key == "ingest_speedup"
-            )
-            for name in ("onnx", "onnx-int8")
-            for key in GOALS
-        }
-        payload = {"environment": environment(load_start), "results": result, "verdicts": verdicts}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    bench.finish(report(result), options.json, results=result, verdicts=verdicts(result))
     return 0
 
 

@@ -27,10 +27,7 @@ once, each followed by its reply.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import os
 import shutil
 import signal
 import subprocess
@@ -38,21 +35,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gil_profile
-from common import environment, fmt, progress, summarize_ms
-from loadgen import (
-    StubOllama,
-    check_conversations,
-    postgres_database,
-    run_clients,
-    server_rss_mb,
-)
-
-from tests.servers import RunningServer, server_env
+from harness import Run, configure, fmt, parser, rss_mb, summarize
+from loadgen import StubOllama, check_conversations, run_clients
+from processes import memory_chain_server, postgres_database
 
 USER = "load-user"
 QUICK = {"clients": 10, "turns": 20, "conversations": 5}
@@ -91,17 +81,6 @@ def wait_for_backfill(http_url: str, timeout: float) -> dict[str, Any]:
     }
 
 
-def log_problems(log: Path | None) -> list[str]:
-    """ERROR lines and tracebacks in the server's log."""
-    if log is None or not log.exists():
-        return []
-    return [
-        line.strip()
-        for line in log.read_text(errors="replace").splitlines()
-        if " ERROR " in line or line.startswith("Traceback")
-    ]
-
-
 def py_spy_output(path: Path | None, database: str) -> Path | None:
     """Where the profile of ``database``'s run goes (``FILE-<database>``)."""
     return path.with_name(f"{path.stem}-{database}{path.suffix or '.txt'}") if path else None
@@ -130,26 +109,24 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
     extra: dict[str, object] = {"log_level": "WARNING"}
     if database_url:
         extra["database_url"] = database_url
-    server = RunningServer(folder / "data", server_env(folder / "data", llm_url, **extra))
+    started_at = time.perf_counter()
     try:
-        started_at = time.perf_counter()
-        server.start()
-        assert server.process is not None
-        pid = server.process.pid
-        startup = time.perf_counter() - started_at
-        # Warm-up outside the measured conversations: first requests load lazy state.
-        asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
-        rss_before = server_rss_mb(pid)
-        ids = [f"load-{n}" for n in range(settings.conversations)]
-        profile = py_spy_output(settings.py_spy, database)
-        profiler = start_py_spy(pid, profile)
-        outcome = asyncio.run(
-            run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
-        )
-        stop_py_spy(profiler)
-        rss_after = server_rss_mb(pid)
-        backfill = wait_for_backfill(server.url, settings.backfill_timeout)
-        check = check_conversations(server.url, USER, dict(outcome.acknowledged))
+        with memory_chain_server(folder / "data", llm_url, **extra) as server:
+            startup = time.perf_counter() - started_at
+            # Warm-up outside the measured conversations: first requests load lazy state.
+            asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
+            rss_before = rss_mb(server.pid)
+            ids = [f"load-{n}" for n in range(settings.conversations)]
+            profile = py_spy_output(settings.py_spy, database)
+            profiler = start_py_spy(server.pid, profile)
+            outcome = asyncio.run(
+                run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
+            )
+            stop_py_spy(profiler)
+            rss_after = rss_mb(server.pid)
+            backfill = wait_for_backfill(server.url, settings.backfill_timeout)
+            check = check_conversations(server.url, USER, dict(outcome.acknowledged))
+            problems = server.log_problems()
         requests = sum(len(v) for v in outcome.acknowledged.values())
         gil = gil_profile.report(profile, requests) if profile and profile.exists() else []
         return {
@@ -164,26 +141,24 @@ def run_one(settings: Settings, database: str, llm_url: str, database_url: str |
             "seconds": outcome.seconds,
             "requests_per_second": requests / outcome.seconds if outcome.seconds else 0.0,
             "turns_per_second": 2 * requests / outcome.seconds if outcome.seconds else 0.0,
-            "latency_ms": summarize_ms(outcome.latencies_ns),
+            "latency_ms": summarize(outcome.latencies_ns),
             "backfill": backfill,
             "contiguity": check,
             "server_rss_mb": {"before": rss_before, "after": rss_after},
-            "server_log_problems": log_problems(server.log)[:20],
+            "server_log_problems": problems[:20],
             "gil_profile": gil,
         }
     finally:
-        server.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run(settings: Settings) -> dict[str, Any]:
+def run(settings: Settings, bench: Run) -> dict[str, Any]:
     """Every configured database in turn; the figures of each."""
     databases = ["sqlite", "postgres"] if settings.database == "both" else [settings.database]
     results: dict[str, Any] = {}
-    started = time.perf_counter()
     with StubOllama() as stub:
         for database in databases:
-            progress(f"{database}: {settings.clients} clients x {settings.turns} turns", started)
+            bench.progress(f"{database}: {settings.clients} clients x {settings.turns} turns")
             if database == "sqlite":
                 results[database] = run_one(settings, database, stub.url, None)
             else:
@@ -235,62 +210,46 @@ def report(results: dict[str, Any], settings: Settings) -> list[str]:
     return lines
 
 
+def verdicts(results: dict[str, Any]) -> dict[str, str]:
+    """Every goal's ok/MISSED, for the JSON file."""
+    return {
+        f"{name} 0 errors, turn numbers contiguous": (
+            "ok" if not r["errors"] and r["contiguity"]["ok"] else "MISSED"
+        )
+        for name, r in results.items()
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10 clients x 20 turns smoke run")
-    parser.add_argument("--clients", type=int, help="concurrent clients (50)")
-    parser.add_argument("--turns", type=int, help="chat requests per client (100)")
-    parser.add_argument("--conversations", type=int, help="conversations shared (10)")
-    parser.add_argument("--database", choices=["sqlite", "postgres", "both"], default="both")
-    parser.add_argument(
+    args = parser(__doc__, quick="10 clients x 20 turns smoke run")
+    args.add_argument("--clients", type=int, help="concurrent clients (50)")
+    args.add_argument("--turns", type=int, help="chat requests per client (100)")
+    args.add_argument("--conversations", type=int, help="conversations shared (10)")
+    args.add_argument("--database", choices=["sqlite", "postgres", "both"], default="both")
+    args.add_argument(
         "--postgres-url",
         help="a PostgreSQL server (SQLAlchemy URL) to create a fresh database on; default: "
         "start a throwaway local server",
     )
-    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
-    parser.add_argument(
+    args.add_argument(
         "--py-spy",
         type=Path,
         metavar="FILE",
         help="sample the server with py-spy during the load (collapsed stacks, FILE-<database>)",
     )
-    args = parser.parse_args(argv)
+    options = args.parse_args(argv)
+    settings = configure(Settings(), options, QUICK)
 
-    settings = Settings(
-        database=args.database, postgres_url=args.postgres_url, quick=args.quick, py_spy=args.py_spy
+    bench = Run("load")
+    print(bench.header(), flush=True)
+    results = run(settings, bench)
+    bench.finish(
+        report(results, settings),
+        options.json,
+        settings=settings,
+        results=results,
+        verdicts=verdicts(results),
     )
-    if args.quick:
-        settings = replace(settings, **QUICK)
-    overrides = {"clients": args.clients, "turns": args.turns, "conversations": args.conversations}
-    settings = replace(settings, **{k: v for k, v in overrides.items() if v is not None})
-
-    started = time.perf_counter()
-    load_start = os.getloadavg()
-    print(
-        f"memory_chain load benchmark: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-        f"load average {load_start[0]:.2f}",
-        flush=True,
-    )
-    results = run(settings)
-    for line in report(results, settings):
-        print(line)
-    total = time.perf_counter() - started
-    print(f"\ntotal run time {total:.0f} s; load average at the end {os.getloadavg()[0]:.2f}")
-    if args.json:
-        payload = {
-            "environment": environment(load_start),
-            "settings": asdict(settings),
-            "results": results,
-            "verdicts": {
-                f"{name} 0 errors, turn numbers contiguous": (
-                    "ok" if not r["errors"] and r["contiguity"]["ok"] else "MISSED"
-                )
-                for name, r in results.items()
-            },
-            "seconds": total,
-        }
-        args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-        print(f"figures written to {args.json}")
     failed = any(r["errors"] or not r["contiguity"]["ok"] for r in results.values())
     return 1 if failed else 0
 

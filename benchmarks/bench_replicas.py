@@ -15,8 +15,6 @@ of a chat request, tiers 1-2) for scale. Also the advisory lock a consolidation 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import sys
@@ -25,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import environment, fmt, summarize_ms
-from loadgen import postgres_database
+from harness import Run, parser, stats_header, stats_row, summarize
+from processes import postgres_database
 
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn
@@ -86,7 +84,7 @@ def measure(url: str, samples: int, seed: int) -> dict[str, Any]:
             timings[name].append(time.perf_counter_ns() - t0)
     manager.close()
     engine.dispose()
-    result = {name: summarize_ms(values[samples // 10 :]) for name, values in timings.items()}
+    result = {name: summarize(values[samples // 10 :]) for name, values in timings.items()}
     check = result["tier1_checked"]["p50"] - result["tier1_unchecked"]["p50"]
     result["check_cost_p50_ms"] = check
     result["check_share_of_retrieve_p50"] = check / result["retrieve"]["p50"]
@@ -94,7 +92,8 @@ def measure(url: str, samples: int, seed: int) -> dict[str, Any]:
 
 
 def report(name: str, result: dict[str, Any]) -> list[str]:
-    lines = [f"== {name} ==", f"  {'ms':<44} {'n':>6} {'p50':>8} {'p95':>8} {'p99':>8}"]
+    columns = ("p50", "p95", "p99")
+    lines = [f"== {name} ==", stats_header("ms", columns, width=44)]
     labels = {
         "tier1_unchecked": "tier 1 alone (one process, no check)",
         "tier1_checked": "tier 1 checked against SQL (several replicas)",
@@ -102,11 +101,7 @@ def report(name: str, result: dict[str, Any]) -> list[str]:
         "consolidation_lock": "consolidation lock: take and release",
     }
     for key, label in labels.items():
-        stats = result[key]
-        lines.append(
-            f"  {label:<44} {stats['n']:>6,} {fmt(stats['p50'], 3):>8} {fmt(stats['p95'], 3):>8} "
-            f"{fmt(stats['p99'], 3):>8}"
-        )
+        lines.append(stats_row(label, result[key], columns, width=44, digits=3))
     lines.append(
         f"  the check costs {result['check_cost_p50_ms']:.3f} ms at p50, "
         f"{result['check_share_of_retrieve_p50']:.1%} of retrieve's p50"
@@ -115,24 +110,21 @@ def report(name: str, result: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", type=int, default=3_000)
-    parser.add_argument("--postgres-url", help="a server to use (a database is made and dropped)")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
-    started = os.getloadavg()
+    args = parser(__doc__)
+    args.add_argument("--samples", type=int, default=3_000)
+    args.add_argument("--postgres-url", help="a server to use (a database is made and dropped)")
+    args.add_argument("--seed", type=int, default=7)
+    options = args.parse_args()
+    bench = Run("replicas")
     results: dict[str, Any] = {}
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"mc-bench-replicas-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
-    results["sqlite"] = measure(f"sqlite:///{folder / 'memory.db'}", args.samples, args.seed)
-    with postgres_database(args.postgres_url) as url:
-        results["postgresql"] = measure(url, args.samples, args.seed)
+    results["sqlite"] = measure(f"sqlite:///{folder / 'memory.db'}", options.samples, options.seed)
+    with postgres_database(options.postgres_url) as url:
+        results["postgresql"] = measure(url, options.samples, options.seed)
     for name, result in results.items():
         print("\n".join(report(name, result)))
-    if args.json:
-        payload = {"environment": environment(started), "results": results}
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    bench.write_json(options.json, results=results)
     return 0
 
 

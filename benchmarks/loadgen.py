@@ -1,6 +1,7 @@
-"""Load against a real memory_chain server: a stub LLM, the server process, chat clients.
+"""Load against a real memory_chain server: a stub LLM, chat clients, the read-back check.
 
-Shared by ``bench_load.py``, ``bench_soak.py`` and ``tests/api/test_concurrency.py``.
+Shared by ``bench_load.py``, ``bench_soak.py`` and ``tests/api/test_concurrency.py``, so it
+imports only httpx and the standard library (nothing of ``tests/`` or of the other benchmarks).
 
 The conversations API has no endpoint that stores turns: turns are stored by chatting
 (``POST /v1/chat/completions``, ``/memory/invoke``), where the chain stores the user message
@@ -9,11 +10,8 @@ model nothing is stored (``llm_fallback=off`` and no Ollama: every chat answers 
 server is pointed at :class:`StubOllama`, a minimal Ollama API in its own process that
 answers every chat at once with a fixed reply: what is measured is the server and its memory
 (retrieval: keyword search, ``embed_query`` and vector search; the two-turn write; tier-1
-and consolidation bookkeeping; the tier-3 backfill in the background), not a model.
-
-This module imports only the library, ``tests.servers``/``tests.postgres`` (the same server
-and PostgreSQL fixtures as the tests) and httpx/psutil; it runs as
-``python benchmarks/loadgen.py stub-llm --port N`` to serve the stub.
+and consolidation bookkeeping; the tier-3 backfill in the background), not a model. It runs
+as ``python benchmarks/loadgen.py stub-llm --port N`` to serve the stub.
 """
 
 from __future__ import annotations
@@ -22,12 +20,12 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
+import socket
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,12 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `tests` importable
-    sys.path.insert(0, str(ROOT))
-
-from tests.postgres import database_url, free_port  # noqa: E402
 
 STUB_REPLY = "Noted, thanks."
 USER_HEADER = "X-User-Id"
@@ -111,6 +103,13 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._send(200, json.dumps({**done, key: content}).encode(), "application/json")
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def serve_stub(port: int) -> None:
     """Serve the stub LLM on 127.0.0.1 (blocks)."""
     server = ThreadingHTTPServer(("127.0.0.1", port), _StubHandler)
@@ -133,8 +132,7 @@ class StubOllama:
     def start(self, timeout: float = 30.0) -> StubOllama:
         """Start it and wait until it answers."""
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "stub-llm", "--port", str(self.port)],
-            cwd=ROOT,
+            [sys.executable, str(Path(__file__).resolve()), "stub-llm", "--port", str(self.port)]
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -158,49 +156,6 @@ class StubOllama:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
-
-
-# -- databases ------------------------------------------------------------------------------
-
-
-def fresh_postgres_database(server_url: str, prefix: str = "memory_chain_bench") -> str:
-    """Create an empty database on the server of ``server_url``; its URL."""
-    from sqlalchemy import create_engine, text
-
-    name = f"{prefix}_{os.getpid()}_{time.monotonic_ns()}"
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return database_url(server_url, name)
-
-
-def drop_postgres_database(url: str) -> None:
-    """Drop a database made by :func:`fresh_postgres_database` (no server may use it)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = make_url(url).database
-    admin = create_engine(database_url(url, "postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
-@contextlib.contextmanager
-def postgres_database(server_url: str | None) -> Iterator[str]:
-    """A fresh PostgreSQL database, on ``server_url``'s server or on a throwaway local one."""
-    if server_url:
-        url = fresh_postgres_database(server_url)
-        try:
-            yield url
-        finally:
-            drop_postgres_database(url)
-        return
-    from tests.postgres import postgres_server
-
-    with postgres_server() as started:
-        yield fresh_postgres_database(started)
 
 
 # -- clients --------------------------------------------------------------------------------
@@ -370,34 +325,6 @@ def check_conversations(
         "turns_checked": checked,
         "summarized": summarized,
     }
-
-
-# -- the server process ---------------------------------------------------------------------
-
-
-def server_rss_mb(pid: int) -> float:
-    """Resident memory of a process, in MB (VmRSS)."""
-    import psutil
-
-    return float(psutil.Process(pid).memory_info().rss) / (1024 * 1024)
-
-
-def server_memory_mb(pid: int) -> dict[str, float]:
-    """VmRSS and its parts from ``/proc/<pid>/status``, in MB.
-
-    ``RssAnon`` is the heap (what a leak grows); ``RssFile`` is file pages mapped in, such as
-    the embedded vector index's segments, which the kernel can drop under pressure.
-    """
-    fields = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
-    found: dict[str, float] = {}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in fields:
-                found[fields[key]] = int(value.split()[0]) / 1024  # kB
-    if "rss" not in found:
-        found["rss"] = server_rss_mb(pid)
-    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,8 +19,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from common import progress, summarize_ms
+from harness import progress, summarize
+from processes import postgres_database
 from sqlalchemy import Engine, text
+from vectors_engines import batch_figures
 
 from memory_chain.tiers.sql import create_sql_engine, upgrade
 from memory_chain.tiers.sql.vector_tables import create_hnsw_index_sql, hnsw_index_name
@@ -44,15 +46,7 @@ CALIBRATION_COLLECTION = "bench_calibration"
 @contextlib.contextmanager
 def pgvector_database(server_url: str | None) -> Iterator[Engine]:
     """A migrated engine on a fresh database (with the vector tables)."""
-    from loadgen import postgres_database
-
-    if server_url is None:
-        from tests.postgres import postgres_server
-
-        with postgres_server(**SERVER_SETTINGS) as started, postgres_database(started) as url:
-            yield _migrated(url)
-        return
-    with postgres_database(server_url) as url:
+    with postgres_database(server_url, **SERVER_SETTINGS) as url:
         yield _migrated(url)
 
 
@@ -115,14 +109,7 @@ def populate_pgvector(
         t0 = time.perf_counter_ns()
         index.upsert(batch)
         batch_ns.append(time.perf_counter_ns() - t0)
-    seconds = sum(batch_ns) / 1e9
-    result["batches_of_256"] = {
-        "points": tail,
-        "batches": len(batch_ns),
-        "seconds": seconds,
-        "points_per_second": tail / seconds if seconds else None,
-        "batch_ms": summarize_ms(batch_ns),
-    }
+    result["batches_of_256"] = batch_figures(tail, batch_ns)
     result["wall_seconds"] = time.perf_counter() - began
     with index.engine.connect() as conn:
         size = conn.execute(text("SELECT pg_total_relation_size('vector_points')"))
@@ -182,7 +169,9 @@ def calibration_points(
                 content="calibration",
                 timestamp=base + timedelta(seconds=turn),
             )
-            result.append(VectorPoint(point_id(payload.conversation_id, turn), row, payload))
+            result.append(
+                VectorPoint(point_id(payload.user_id, payload.conversation_id, turn), row, payload)
+            )
         offset += size
     return result
 
@@ -222,7 +211,7 @@ def calibrate(
             if number >= 3:
                 truth = found[id(exact)]
                 recall.append(len(truth & found[id(hnsw)]) / max(1, len(truth)))
-        entry = {name: summarize_ms(values) for name, values in samples.items()}
+        entry = {name: summarize(values) for name, values in samples.items()}
         entry["hnsw_recall_at_k"] = float(np.mean(recall))
         entry["hnsw_over_exact_p50"] = entry["hnsw"]["p50"] / entry["exact"]["p50"]
         result[str(size)] = entry

@@ -2,9 +2,12 @@
 
 Each benchmark is a script in the source checkout's ``benchmarks/`` folder, run in its own
 process (so that one's memory and threads do not colour the next) with ``--json``; its output
-streams to the terminal as it runs. The LoCoMo recall evaluation runs in process when a data
-file is given. At the end every goal's verdict is printed in one table, and ``--json`` writes
-all figures to one file for tracking.
+streams to the terminal as it runs. The scripts are not part of the installed package (they
+start servers and databases of their own and share a harness module that is no library
+code), so they need a source checkout: installed from a wheel, ``memory-chain bench`` says so
+before it runs anything. The LoCoMo recall evaluation is part of the package and runs in
+process when a data file is given, checkout or not. At the end every goal's verdict is printed
+in one table, and ``--json`` writes all figures to one file for tracking.
 
 Example:
     >>> results = run_suite(["tiers", "chat"], quick=True)  # doctest: +SKIP
@@ -75,16 +78,19 @@ Echo = Callable[[str], None]
 
 
 def benchmarks_dir() -> Path:
-    """The source checkout's ``benchmarks/`` folder.
+    """The source checkout's ``benchmarks/`` folder, next to the ``memory_chain`` package.
 
     Raises:
         InvalidInputError: If memory_chain is not installed from a source checkout.
     """
     folder = Path(__file__).resolve().parent.parent / "benchmarks"
-    if not (folder / "common.py").exists():
+    if not (folder / "harness.py").exists():
         raise InvalidInputError(
-            f"no benchmarks folder at {folder}: run `memory-chain bench` from a source "
-            "checkout installed with `pip install -e .` (`make setup`)"
+            "`memory-chain bench` needs a source checkout: the benchmarks are the scripts of "
+            f"the repository's benchmarks/ folder, which an installed package does not ship "
+            f"(looked in {folder}). Clone the repository, install it with `pip install -e .` "
+            "(`make setup`) and run it there; `--only locomo --locomo FILE` (the recall "
+            "evaluation) works without one"
         )
     return folder
 
@@ -151,10 +157,16 @@ def run_suite(
     Returns:
         Name → the benchmark's JSON figures (with ``verdicts`` and ``seconds``), or
         ``{"error": ...}`` for one that failed.
+
+    Raises:
+        InvalidInputError: For an unknown name, or a script benchmark without a source
+            checkout (both before anything runs).
     """
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
         raise InvalidInputError(f"unknown benchmarks {unknown}: choose from {', '.join(NAMES)}")
+    # Before anything runs: a missing checkout should not surface after a long evaluation.
+    folder = benchmarks_dir() if any(name != "locomo" for name in names) else None
     results: dict[str, Any] = {}
     for name in names:
         if name == "locomo":
@@ -165,8 +177,7 @@ def run_suite(
             results[name] = _run_locomo(locomo, quick=quick, echo=echo)
             continue
         benchmark = next(b for b in SUITE if b.name == name)
-        folder = benchmarks_dir()
-        if not (folder / benchmark.script).exists():
+        if folder is None or not (folder / benchmark.script).exists():
             results[name] = {"error": f"{benchmark.script} not found in {folder}"}
             continue
         echo(f"== {name}: {benchmark.about} ({benchmark.script}) ==")

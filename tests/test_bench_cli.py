@@ -8,12 +8,16 @@ with their questions), and ``--strict`` turns a missed goal into a failing exit 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import memory_chain
 
 CLI = str(Path(sys.executable).parent / "memory-chain")
 
@@ -147,3 +151,38 @@ def test_a_missed_goal_is_reported_and_fails_a_strict_run(tmp_path: Path, findab
         assert done.returncode == 1, done.stderr[-2000:]
     missed = [verdict for verdict in figures["verdicts"].values() if verdict == "MISSED"]
     assert done.returncode == (1 if missed else 0), done.stderr[-2000:]
+
+
+def _installed_copy(tmp_path: Path) -> dict[str, str]:
+    """The package as a wheel installs it: ``memory_chain/`` alone, no ``benchmarks/`` by it."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(memory_chain.__file__).parent, site / "memory_chain")
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def _bench_installed(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = "from memory_chain.cli import app; app()"
+    return subprocess.run(
+        [sys.executable, "-c", command, "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=_installed_copy(tmp_path),
+    )
+
+
+def test_bench_says_it_needs_a_checkout_when_installed(tmp_path: Path) -> None:
+    done = _bench_installed(tmp_path, "--only", "locomo,tiers", "--quick")
+    assert done.returncode == 1
+    assert "`memory-chain bench` needs a source checkout" in done.stderr
+    # It says where it looked (the installed copy, not this checkout) and runs nothing first.
+    assert str(tmp_path / "site-packages" / "benchmarks") in done.stderr
+    assert "== locomo" not in done.stdout
+
+
+def test_bench_runs_the_recall_evaluation_without_a_checkout(tmp_path: Path) -> None:
+    done = _bench_installed(tmp_path, "--only", "locomo")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "locomo: skipped (give --locomo FILE" in done.stdout

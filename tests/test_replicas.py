@@ -183,6 +183,8 @@ def test_idle_scans_of_every_replica_summarize_each_range_once(postgres_url: str
         calls = sum(len(replica.summarizer.calls) for replica in replicas)
         assert calls == 6  # one range summary per conversation, none repeated
         for c in range(6):
-            assert [s.turn_range_end for s in replicas[1].store.get_summaries(f"c{c}", user_id="u")] == [3]
+            assert [
+                s.turn_range_end for s in replicas[1].store.get_summaries(f"c{c}", user_id="u")
+            ] == [3]
     finally:
         stop(*replicas)

@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.loadgen import STUB_REPLY, StubOllama, fresh_postgres_database
+from benchmarks.loadgen import STUB_REPLY, StubOllama
+from tests.conftest import _fresh_postgres_database
 from tests.servers import RunningServer, server_env
 
 pytestmark = pytest.mark.slow
@@ -126,7 +127,7 @@ def sqlite_target(tmp_path_factory: pytest.TempPathFactory, stub_llm_url: str) -
 def postgres_target(
     tmp_path_factory: pytest.TempPathFactory, stub_llm_url: str, request: pytest.FixtureRequest
 ) -> Iterator[Target]:
-    url = fresh_postgres_database(request.getfixturevalue("postgres_url"))
+    url = _fresh_postgres_database(request.getfixturevalue("postgres_url"))
     server = _start(
         tmp_path_factory.mktemp("bad-input-pg") / "data", stub_llm_url, database_url=url
     )

@@ -1,0 +1,281 @@
+"""Part 1 of the chat benchmark: what memory adds to a chat turn, and where that time goes.
+
+The chat turn (``chain.invoke``), the same chain over a no-op memory and ``embed_query`` of
+the same question alternate request by request (the order rotated every request), (a) with
+the tier-3 backfill caught up before each measurement ("settled") and (b) back to back.
+Memory's cost is the chat turn minus the no-op chain of the same request: the LCEL plumbing
+and the (fake) model are paid by a chat app without memory too. Then the breakdown
+(:class:`Breakdown`): the steps of a request timed one by one, settled, in rotating order.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import io
+import pstats
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from chat_stack import (
+    REPLY,
+    NullMemory,
+    Request,
+    Settings,
+    Stack,
+    fake_chat_model,
+    make_requests,
+    settle,
+)
+from harness import progress, summarize
+
+from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, build_chat_chain, build_prompt_with_memory
+from memory_chain.schemas import NewTurn
+from memory_chain.tiers.vectors.index import VectorFilter
+
+clock = time.perf_counter_ns
+
+
+def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str, Any]:
+    """Memory's cost of a chat turn (settled and back to back), its breakdown, a profile."""
+    rng = random.Random(settings.seed + 1)
+    null_chain = build_chat_chain(NullMemory(), fake_chat_model())  # type: ignore[arg-type]
+    result: dict[str, Any] = {}
+    for mode, wait in (("settled", True), ("back_to_back", False)):
+        progress(
+            f"part 1 ({mode}): chat turn vs embed_query, {settings.requests} requests", started
+        )
+        requests = make_requests(stack.conversations, settings.requests, rng)
+        result[mode] = paired_overhead(stack, null_chain, requests, settle_each=wait)
+
+    progress(f"part 1: breakdown, {settings.breakdown_requests} requests", started)
+    requests = make_requests(stack.conversations, settings.breakdown_requests, rng)
+    breakdown = Breakdown(stack, null_chain).run(requests)
+    result["breakdown"] = breakdown
+    p50 = {name: stats["p50"] for name, stats in breakdown.items()}
+    result["settled_chat_minus_parts_p50_ms"] = (
+        result["settled"]["chat_ms"]["p50"]
+        - p50["retrieve"]
+        - p50["add_turns"]
+        - p50["chain_no_memory"]
+    )
+    if settings.profile_requests:
+        result["profile"] = profile_chat(stack, settings, rng, started)
+    return result
+
+
+def paired_overhead(
+    stack: Stack, null_chain: Any, requests: list[Request], *, settle_each: bool
+) -> dict[str, Any]:
+    """The chat turn, the no-op chain and ``embed_query`` in turn on every request."""
+    assert stack.services.vectors is not None
+    embeddings = stack.services.vectors.embeddings
+
+    def chat(request: Request) -> int:
+        t0 = clock()
+        stack.chain.invoke({"input": request.question}, request.config)
+        return clock() - t0
+
+    def bare(request: Request) -> int:
+        t0 = clock()
+        null_chain.invoke({"input": request.question}, request.config)
+        return clock() - t0
+
+    def embed(request: Request) -> int:
+        t0 = clock()
+        embeddings.embed_query(request.question)
+        return clock() - t0
+
+    samples_ns: dict[str, list[int]] = {"chat": [], "bare": [], "embed": []}
+    measures = (("chat", chat), ("bare", bare), ("embed", embed))
+    settle(stack.services)
+    gc.collect()
+    for i, request in enumerate(requests):
+        shift = i % len(measures)
+        for name, measure in measures[shift:] + measures[:shift]:
+            if settle_each:
+                settle(stack.services)
+            samples_ns[name].append(measure(request))
+    chat_ns, embed_ns = samples_ns["chat"], samples_ns["embed"]
+    memory_ns = np.asarray(chat_ns) - np.asarray(samples_ns["bare"])
+    chat_stats, embed_stats = summarize(chat_ns), summarize(embed_ns)
+    memory_stats = summarize([int(v) for v in memory_ns])
+    return {
+        "chat_ms": chat_stats,
+        "chain_no_memory_ms": summarize(samples_ns["bare"]),
+        "memory_overhead_ms": memory_stats,
+        "embed_query_ms": embed_stats,
+        "memory_p95_over_embed_p95": memory_stats["p95"] / embed_stats["p95"],
+        "chat_p95_over_embed_p95": chat_stats["p95"] / embed_stats["p95"],
+        "chat_p50_over_embed_p50": chat_stats["p50"] / embed_stats["p50"],
+        "median_paired_difference_ms": float(
+            np.median(np.asarray(chat_ns) - np.asarray(embed_ns)) / 1e6
+        ),
+    }
+
+
+class Breakdown:
+    """The steps of a chat request, each timed alone; samples in ns by step name."""
+
+    def __init__(self, stack: Stack, null_chain: Any) -> None:
+        assert stack.services.vectors is not None
+        self.stack = stack
+        self.null_chain = null_chain
+        self.manager = stack.services.manager
+        self.store = stack.services.store
+        self.tier3 = stack.services.vectors
+        self.retrieval = self.manager.retrieval
+        self.samples: dict[str, list[int]] = defaultdict(list)
+        self.pool = ThreadPoolExecutor(max_workers=1)
+
+    def run(self, requests: list[Request]) -> dict[str, Any]:
+        """Every operation on every request (settled, rotating order); stats by step."""
+        operations: list[Callable[[Request], None]] = [
+            self.retrieve,
+            self.add,
+            self.add_parts,
+            self.chain_no_memory,
+            self.stream,
+            self.embed,
+            self.retrieve_parts,
+            self.embed_with_keyword,
+        ]
+        gc.collect()
+        for i, request in enumerate(requests):
+            shift = i % len(operations)
+            for operation in operations[shift:] + operations[:shift]:
+                settle(self.stack.services)
+                operation(request)
+        self.pool.shutdown()
+        return {name: summarize(values) for name, values in sorted(self.samples.items())}
+
+    def retrieve(self, request: Request) -> None:
+        """``MemoryManager.retrieve``, then the fake model alone on the prompt it gives."""
+        c = request.conversation
+        t0 = clock()
+        context = self.manager.retrieve(c.conversation_id, c.user_id, request.question)
+        self.samples["retrieve"].append(clock() - t0)
+        messages = build_prompt_with_memory(DEFAULT_SYSTEM_MESSAGE, context, request.question)
+        t0 = clock()
+        for _ in self.stack.llm.stream(messages):
+            pass
+        self.samples["llm_stream"].append(clock() - t0)
+
+    def add(self, request: Request) -> None:
+        """``MemoryManager.add_turns`` of the question and a reply."""
+        c = request.conversation
+        turns = [NewTurn("user", request.question), NewTurn("assistant", REPLY)]
+        t0 = clock()
+        self.manager.add_turns(c.conversation_id, c.user_id, turns)
+        self.samples["add_turns"].append(clock() - t0)
+
+    def add_parts(self, request: Request) -> None:
+        """The SQL write alone (nobody woken), then the consolidation trigger check alone.
+
+        On a scratch conversation of the same user: writing past tier 1 would make the
+        chat's conversation miss in tier 1 afterwards.
+        """
+        c = request.conversation
+        scratch = f"scratch-{c.conversation_id}"
+        turns = [NewTurn("user", request.question), NewTurn("assistant", REPLY)]
+        t0 = clock()
+        stored = self.store.append_turns(scratch, turns, user_id=c.user_id)
+        t1 = clock()
+        consolidation = self.stack.idle_consolidation
+        consolidation.trigger_reason(scratch, c.user_id, turn_count=stored[-1].turn_number)
+        t2 = clock()
+        # As after a chat write: the conversation is in tier 1 (the scratch one is not).
+        meta = self.manager.buffer.metadata(c.conversation_id, c.user_id)
+        count = meta.turn_count if meta is not None else None
+        t3 = clock()
+        consolidation.trigger_reason(c.conversation_id, c.user_id, turn_count=count)
+        t4 = clock()
+        self.samples["part_append_turns"].append(t1 - t0)
+        self.samples["part_trigger_check_miss"].append(t2 - t1)
+        self.samples["part_trigger_check"].append(t4 - t3)
+
+    def chain_no_memory(self, request: Request) -> None:
+        """The chain over a no-op memory (LCEL and the fake model)."""
+        t0 = clock()
+        self.null_chain.invoke({"input": request.question}, request.config)
+        self.samples["chain_no_memory"].append(clock() - t0)
+
+    def stream(self, request: Request) -> None:
+        """``chain.stream``: to its first chunk, and complete."""
+        t0 = clock()
+        chunks = self.stack.chain.stream({"input": request.question}, request.config)
+        next(chunks)
+        self.samples["stream_first_chunk"].append(clock() - t0)
+        for _ in chunks:
+            pass
+        self.samples["stream_complete"].append(clock() - t0)
+
+    def embed(self, request: Request) -> None:
+        """``embed_query`` alone."""
+        t0 = clock()
+        self.tier3.embeddings.embed_query(request.question)
+        self.samples["embed_query"].append(clock() - t0)
+
+    def retrieve_parts(self, request: Request) -> None:
+        """The steps of MemoryManager.retrieve, one at a time (no threads)."""
+        c = request.conversation
+        cid, uid, q = c.conversation_id, c.user_id, request.question
+        tier3, retrieval = self.tier3, self.retrieval
+        t0 = clock()
+        self.store.search(q, user_id=uid, conversation_id=None, limit=retrieval.keyword_k)
+        t1 = clock()
+        self.manager.recent_turns(cid, uid)
+        t2 = clock()
+        self.manager.summary(cid, uid)
+        t3 = clock()
+        vector = tier3.embeddings.embed_query(q)
+        t4 = clock()
+        tier3.index.search(vector, VectorFilter(user_id=uid), retrieval.semantic_k)
+        t5 = clock()
+        if tier3.facts is not None:
+            tier3.facts.search(uid, vector, retrieval.facts_k)
+        t6 = clock()
+        self.samples["part_keyword_search"].append(t1 - t0)
+        self.samples["part_recent_turns"].append(t2 - t1)
+        self.samples["part_summary"].append(t3 - t2)
+        self.samples["part_embed_query"].append(t4 - t3)
+        self.samples["part_vector_search"].append(t5 - t4)
+        self.samples["part_facts_search"].append(t6 - t5)
+
+    def embed_with_keyword(self, request: Request) -> None:
+        """embed_query while the keyword search runs in another thread, as retrieve does."""
+        c = request.conversation
+        future = self.pool.submit(
+            self.store.search,
+            request.question,
+            user_id=c.user_id,
+            conversation_id=None,
+            limit=self.retrieval.keyword_k,
+        )
+        t0 = clock()
+        self.tier3.embeddings.embed_query(request.question)
+        self.samples["embed_query_during_keyword_search"].append(clock() - t0)
+        future.result()
+
+
+def profile_chat(
+    stack: Stack, settings: Settings, rng: random.Random, started: float
+) -> dict[str, Any]:
+    """cProfile of settled chat requests (main thread only): the top functions."""
+    progress(f"part 1: cProfile of {settings.profile_requests} chat requests", started)
+    profiler = cProfile.Profile()
+    for request in make_requests(stack.conversations, settings.profile_requests, rng):
+        settle(stack.services)
+        profiler.enable()
+        stack.chain.invoke({"input": request.question}, request.config)
+        profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(25)
+    return {"requests": settings.profile_requests, "text": out.getvalue()}

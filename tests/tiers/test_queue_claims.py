@@ -27,7 +27,6 @@ from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.sql.tasks import VectorTasks, add_task
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
-from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from tests.conftest import _fresh_postgres_database

@@ -71,6 +71,7 @@ class Client:
     purged_messages: int = 4
     incarnations: list[Incarnation] = field(default_factory=list)
     failed_requests: int = 0
+    purge_seconds: list[float] = field(default_factory=list)
     http_errors: list[str] = field(default_factory=list)
     _turn: int = 0
 
@@ -144,6 +145,7 @@ class Client:
 
     def _purge(self, http: httpx.Client, conversation: str, abort: threading.Event) -> bool:
         attempts = 0
+        began = time.monotonic()
         while not abort.is_set():
             replica = self._next()
             try:
@@ -159,6 +161,7 @@ class Client:
                 continue
             # A 404 after a failed attempt: that attempt purged it before the replica died.
             if response.status_code in (200, 204) or (response.status_code == 404 and attempts):
+                self.purge_seconds.append(time.monotonic() - began)
                 return True
             self.http_errors.append(f"purge {response.status_code}: {response.text[:300]}")
             return False

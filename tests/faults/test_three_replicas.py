@@ -148,6 +148,7 @@ def test_three_replicas_with_one_killed_repeatedly_lose_repeat_and_resurrect_not
     finally:
         abort.set()
     incarnations = [i for c in clients for i in c.incarnations]
+    purges = [seconds for c in clients for seconds in c.purge_seconds]
     exchanges = sum(len(i.exchanges) for i in incarnations)
     assert all(not c.http_errors for c in clients), [c.http_errors[:3] for c in clients]
 
@@ -165,7 +166,8 @@ def test_three_replicas_with_one_killed_repeatedly_lose_repeat_and_resurrect_not
         f"{KILLS} kills, restarts {min(restarts):.1f}-{max(restarts):.1f} s; "
         f"{len(turns)} turns and points, {redone} turns embedded again after a kill; "
         f"{sum(i.purged for i in incarnations)} purged ({_raced(engine)} while a batch of "
-        "theirs was in flight on a replica, forgotten again when it settled); "
+        "theirs was in flight on a replica, forgotten again when it settled; a purge took "
+        f"{_median(purges):.2f} s, at most {max(purges):.2f} s); "
         f"{len(fake_llm.summary_starts)} summary calls ({extra_calls} cut off by a kill)"
     )
     engine.dispose()
@@ -252,6 +254,10 @@ def _check_points(
     }
     assert {i: inserted[i] for i in never if inserted[i] != 1} == {}
     return redone
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else 0.0
 
 
 def _raced(engine: Engine) -> int:

@@ -71,6 +71,8 @@ class Client:
     purged_messages: int = 4
     incarnations: list[Incarnation] = field(default_factory=list)
     failed_requests: int = 0
+    #: Chat requests sent to a replica that died before answering (not refused at connect).
+    cut_off: int = 0
     purge_seconds: list[float] = field(default_factory=list)
     http_errors: list[str] = field(default_factory=list)
     _turn: int = 0
@@ -132,8 +134,10 @@ class Client:
                     json={"model": "any", "messages": messages},
                     headers=headers,
                 )
-            except httpx.TransportError:  # killed, or restarting: the next replica
+            except httpx.TransportError as exc:  # killed, or restarting: the next replica
                 self.failed_requests += 1
+                # Sent, then the replica died: it may have called the model already.
+                self.cut_off += not isinstance(exc, httpx.ConnectError)
                 time.sleep(0.05)
                 continue
             if response.status_code == 200:

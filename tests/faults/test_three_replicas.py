@@ -18,6 +18,8 @@ Afterwards, once every replica's queues are empty:
 - summaries cover disjoint, consecutive ranges, and the summary calls the fake received per
   conversation are what one replica alone would make (one call for the first range, two for
   each next), plus at most the calls of one range per kill (a summary cut off by the kill);
+  the chat calls are one per acknowledged message, plus at most one per request a kill cut
+  off;
 - no stale read: the prompt of every message holds the exchange acknowledged just before it,
   which another replica answered more often than not;
 - nothing of a purged conversation is left in tier 3: no point, no fact (a conversation
@@ -158,11 +160,17 @@ def test_three_replicas_with_one_killed_repeatedly_lose_repeat_and_resurrect_not
     redone = _check_points(engine, current, turns, killed_pids, incarnations)
     extra_calls = _check_summaries(engine, fake_llm, current)
     cross = _check_no_stale_read(fake_llm, incarnations)
+    failed = sum(c.failed_requests for c in clients)
+    cut_off = sum(c.cut_off for c in clients)
+    # One chat call per acknowledged message, as one replica would make, plus at most one
+    # per request cut off by a kill (its replica may have called the model before dying).
+    assert exchanges <= fake_llm.chats <= exchanges + cut_off, (fake_llm.chats, exchanges)
     print(
         f"{time.monotonic() - started:.0f} s in all, {load_seconds:.0f} s of load: "
         f"{exchanges} exchanges acknowledged ({exchanges / load_seconds:.1f}/s over 3 replicas, "
         f"{cross} answered by another replica than the previous message), "
-        f"{sum(c.failed_requests for c in clients)} requests failed over; "
+        f"{failed} requests failed over ({cut_off} cut off by a kill), "
+        f"{fake_llm.chats} chat calls; "
         f"{KILLS} kills, restarts {min(restarts):.1f}-{max(restarts):.1f} s; "
         f"{len(turns)} turns and points, {redone} turns embedded again after a kill; "
         f"{sum(i.purged for i in incarnations)} purged ({_raced(engine)} while a batch of "

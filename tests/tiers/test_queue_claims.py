@@ -3,8 +3,9 @@
 A "replica" here is its own engine (connection pool), store and indexer on one real database
 (PostgreSQL with pgvector where the vectors must be shared; SQLite as well where only the
 queues are). Each turn is embedded by one replica, a dead replica's claims expire and another
-takes them, a purge cannot be undone by a batch claimed before it, and a forget re-queues a
-turn another replica is embedding.
+takes them, a purge cannot be undone by a batch claimed before it (nor a dismissed fact by a
+batch that read it as not dismissed, nor a purge by a refresh that a stalled worker finishes
+after another took it over), and a forget re-queues a turn another replica is embedding.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.sql.tasks import VectorTasks, add_task
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
+from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from tests.conftest import _fresh_postgres_database
@@ -187,9 +189,11 @@ def test_tasks_of_one_scope_are_claimed_in_the_order_queued(
         ("forget", "bob", None),
     ]
     assert b.claim(10) == []  # held, or waiting for an older task of their scope
-    a.done([task.id for task in a.pending(10) if task.conversation_id != "work"][:1])
-    assert [(t.kind, t.conversation_id) for t in b.claim(10)] == [("forget", "trip")]
-    b.done([task.id for task in b.pending(10)])  # removes only what b holds
+    assert a.done([task for task in a.pending(10) if task.conversation_id != "work"][:1]) == []
+    taken = b.claim(10)
+    assert [(t.kind, t.conversation_id) for t in taken] == [("forget", "trip")]
+    work = [task for task in a.pending(10) if task.conversation_id == "work"]
+    assert b.done([*taken, *work]) == work  # removes only what b holds
     assert [(t.kind, t.conversation_id) for t in a.pending(10)] == [
         ("forget", "work"),
         ("forget", None),
@@ -235,3 +239,41 @@ def test_a_forget_requeues_a_turn_another_replica_is_embedding(
     assert queued(a.engine) == 1
     b.indexer.drain()
     assert points(a.engine, "conversation_memory", "notes") == ["new words"]
+
+
+def test_a_refresh_taken_over_from_a_stalled_worker_cannot_bring_a_purge_back(
+    two: tuple[Replica, Replica],
+) -> None:
+    a, b = two
+    say(a.store, "trip", "We fly to Lisbon on 3 May.", "The hotel is near the river.")
+    a.indexer.drain()
+    a.store.run_write(lambda conn: add_task(conn, "refresh", "ana", "trip", (1, 2)))
+    stalled = VectorTasks(a.store, claimant=Claimant("stalled", lease=0.5))
+    [refresh] = stalled.claim(10)
+    read = list(a.indexer.index.scroll(VectorFilter(user_id="ana", conversation_id="trip")))
+    assert len(read) == 2  # the stalled refresh read the points, then stopped past its lease
+    time.sleep(0.6)
+    assert b.indexer.apply_tasks() == 1  # b takes the refresh over and does it
+    assert b.store.delete_conversation("trip", user_id="ana")
+    assert b.indexer.apply_tasks() == 1  # the purge's forget
+    assert points(a.engine, "conversation_memory", "trip") == []
+    a.indexer.index.upsert(read)  # the stalled worker writes the points back...
+    assert stalled.done([refresh]) == [refresh]  # ...finds its claim lost: forget again
+    b.indexer.drain()
+    assert points(a.engine, "conversation_memory", "trip") == []
+
+
+def test_a_fact_dismissed_while_another_replica_files_it_is_not_kept(
+    two: tuple[Replica, Replica],
+) -> None:
+    a, b = two
+    say(a.store, "notes", "Please remember this: my locker code is 4471.")
+    batch = a.outbox.claim(10)  # read as not dismissed...
+    assert b.store.dismiss_fact("notes", 1, user_id="ana")
+    assert b.indexer.apply_tasks() == 1  # ...the dismissal's forget_fact finds nothing yet
+    a.indexer.embed_batch(batch)  # a files the fact after it
+    assert points(a.engine, "user_facts", "notes") != []
+    a.indexer.settle()  # the settle sees the dismissal: forget_fact queued again
+    b.indexer.drain()
+    assert points(a.engine, "user_facts", "notes") == []
+    assert len(points(a.engine, "conversation_memory", "notes")) == 1  # the turn stays

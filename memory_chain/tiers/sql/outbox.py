@@ -82,16 +82,19 @@ def _enqueue_statement() -> Executable:
     return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
 
 
+#: A turn's row joined to its dismissal as a fact.
+_DISMISSAL = and_(
+    dismissed_facts.c.conversation_id == turns.c.conversation_id,
+    dismissed_facts.c.turn_number == turns.c.turn_number,
+)
+
+
 @cache
 def _pending_statement() -> Executable:
     """The claimed turns with their owner, their range's summary, and whether dismissed."""
     covering = and_(
         summaries.c.conversation_id == turns.c.conversation_id,
         turns.c.turn_number.between(summaries.c.turn_range_start, summaries.c.turn_range_end),
-    )
-    dismissed = and_(
-        dismissed_facts.c.conversation_id == turns.c.conversation_id,
-        dismissed_facts.c.turn_number == turns.c.turn_number,
     )
     return (
         select(
@@ -102,10 +105,16 @@ def _pending_statement() -> Executable:
         )
         .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
         .outerjoin(summaries, covering)
-        .outerjoin(dismissed_facts, dismissed)
+        .outerjoin(dismissed_facts, _DISMISSAL)
         .where(turns.c.id.in_(bindparam("ids", expanding=True)))
         .order_by(turns.c.id)
     )
+
+
+def _dismissed(conn: Connection, turn_ids: Sequence[int]) -> set[int]:
+    """Which of these turns are dismissed as facts now."""
+    chosen = select(turns.c.id).join(dismissed_facts, _DISMISSAL).where(turns.c.id.in_(turn_ids))
+    return set(conn.execute(chosen).scalars())
 
 
 def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
@@ -174,7 +183,10 @@ class EmbeddingOutbox:
         have been written after the purge's own deletion ran (on another replica): a
         ``forget`` of its conversation is queued in the same transaction, which deletes
         them again (and re-queues whatever the conversation holds by then). Read after the
-        points were written, the check cannot miss a purge that the deletion preceded.
+        points were written, the check cannot miss a purge that the deletion preceded. In
+        the same way, a turn dismissed as a fact meanwhile (read as not dismissed when it
+        was claimed, so possibly filed as a fact after the dismissal's own ``forget_fact``
+        ran) gets its ``forget_fact`` queued again.
 
         Returns:
             ``(user_id, conversation_id)`` of the conversations purged meanwhile.
@@ -193,6 +205,13 @@ class EmbeddingOutbox:
             )
             for user_id, conversation_id in gone:
                 add_task(conn, "forget", user_id, conversation_id)
+            filed = [p for p in batch if not p.fact_dismissed and p.turn_id in stored]
+            dismissed = _dismissed(conn, [p.turn_id for p in filed]) if filed else set()
+            for pending in filed:
+                if pending.turn_id in dismissed:
+                    number = pending.turn.turn_number
+                    conversation = pending.turn.conversation_id
+                    add_task(conn, "forget_fact", pending.user_id, conversation, (number,) * 2)
             return gone
 
         gone: list[tuple[str, str]] = self.store.run_write(work)

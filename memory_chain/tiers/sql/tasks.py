@@ -22,6 +22,7 @@ read a conversation's points before it was purged writes them back before the pu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -35,6 +36,8 @@ from memory_chain.tiers.sql.rows import naive_utc, storage_errors
 
 if TYPE_CHECKING:
     from memory_chain.tiers.sql.store import SQLStore
+
+logger = logging.getLogger(__name__)
 
 TaskKind = Literal["forget", "forget_fact", "refresh"]
 KINDS: frozenset[str] = frozenset({"forget", "forget_fact", "refresh"})
@@ -154,16 +157,44 @@ class VectorTasks:
         rows: list[Any] = self.store.run_write(work)
         return [_task(row) for row in rows if row.kind in KINDS]
 
-    def done(self, task_ids: Sequence[int]) -> None:
-        """Remove tasks the vector store has done (those this worker still holds)."""
-        if task_ids:
-            ids = list(task_ids)
-            held = held_by(vector_tasks, self.claimant)
-            self.store.run_write(
-                lambda conn: conn.execute(
-                    delete(vector_tasks).where(vector_tasks.c.id.in_(ids), held)
-                )
+    def done(self, tasks: Sequence[VectorTask]) -> list[VectorTask]:
+        """Remove tasks the vector store has done (those this worker still holds).
+
+        A task whose claim was lost meanwhile (this worker stalled past its lease, and
+        another took the task) stays for its holder. If it was a ``refresh``, the points it
+        wrote back may have come after a ``forget`` of the conversation that ran once the
+        other worker had done the refresh: a ``forget`` of the conversation is queued again
+        in the same transaction (it deletes the points and re-queues the turns still
+        stored), so a stalled worker cannot bring a purged conversation's points back.
+
+        Returns:
+            The tasks whose claim was lost.
+        """
+        if not tasks:
+            return []
+        key = vector_tasks.c.id
+        ids = [task.id for task in tasks]
+
+        def work(conn: Connection) -> list[VectorTask]:
+            mine = select(key).where(key.in_(ids), held_by(vector_tasks, self.claimant))
+            held = set(conn.execute(mine.with_for_update()).scalars())
+            if held:
+                conn.execute(delete(vector_tasks).where(key.in_(sorted(held))))
+            lost = [task for task in tasks if task.id not in held]
+            for task in lost:
+                if task.kind == "refresh":
+                    add_task(conn, "forget", task.user_id, task.conversation_id)
+            return lost
+
+        lost: list[VectorTask] = self.store.run_write(work)
+        if lost:
+            logger.warning(
+                "tier 3: %d tasks were taken over by another worker before they were "
+                "settled (a stall longer than the %.0f s lease)",
+                len(lost),
+                self.claimant.lease,
             )
+        return lost
 
     def summaries(self, user_id: str, conversation_id: str) -> list[tuple[int, int, str]]:
         """``(first turn, last turn, summary)`` of a conversation's summarized ranges."""

@@ -280,7 +280,7 @@ class TurnIndexer:
                     break
                 for task in tasks:
                     self._apply(task)
-                    self.tasks.done([task.id])
+                    self.tasks.done([task])
                     done += 1
         return done
 

@@ -216,7 +216,11 @@ async def chat_once(
 
 def client(base_url: str, user: str, connections: int, timeout: float = 120.0) -> httpx.AsyncClient:
     """An async client for ``connections`` concurrent requests as ``user``."""
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    # Idle connections are dropped after 2 s, before uvicorn closes them (5 s): with both at
+    # 5 s, a request sent on a connection the server is closing fails with a ReadError.
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+    )
     return httpx.AsyncClient(
         base_url=base_url, headers={USER_HEADER: user}, timeout=timeout, limits=limits
     )

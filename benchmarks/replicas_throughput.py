@@ -1,34 +1,29 @@
-"""Chat throughput with 1 and with 3 replicas on one PostgreSQL with pgvector, on this machine.
+"""Chat throughput with 1 and with 3 replicas on one PostgreSQL with pgvector.
 
-Run from the repository root::
-
-    python benchmarks/bench_scaleout.py                  # 30 clients x 20 requests, 2 rounds
-    python benchmarks/bench_scaleout.py --quick          # 10 clients x 10 requests, 1 round
-    python benchmarks/bench_scaleout.py --setups 1 2 3 --json /tmp/scale.json
-
-Each run starts its replicas (``memory-chain serve`` processes, ``vector_backend=pgvector``,
-every tier in one fresh database of a throwaway local PostgreSQL server) and the stub LLM of
-``loadgen.py`` (a fixed reply at once, in its own process: what is measured is memory_chain,
-not a model). ``--clients`` clients send ``--turns`` chat requests each, only the new
-message and a conversation id; client ``c``'s ``t``-th request goes to conversation
-``(c + t) % --conversations`` and to replica ``(c + t) % replicas``, as a load balancer
-spreading requests would, so every conversation is written through every replica; in a
+Part ``throughput`` of ``bench_replicas.py``. Each run starts its replicas (``memory-chain
+serve`` processes, ``vector_backend=pgvector``, every tier in one fresh database) and uses the
+stub LLM of ``loadgen.py`` (a fixed reply at once, in its own process: what is measured is
+memory_chain, not a model). ``clients`` clients send ``turns`` chat requests each, only the
+new message and a conversation id; client ``c``'s ``t``-th request goes to conversation
+``(c + t) % conversations`` and to replica ``(c + t) % replicas``, as a load balancer
+spreading requests would, so every conversation is written through every replica; in an
 ``N-sticky`` setup, to the replica of its conversation, as a load balancer routing by
 conversation would (each replica's tier-1 cache then stays valid between requests). Runs
-alternate between the setups (``--setups``, default ``1 3 3-sticky``; ``--rounds`` rounds,
-the order reversed every other round), since the machine is shared.
+alternate between the setups, the order reversed every other round, since the machine is
+shared.
 
-Reported per setup (medians over the rounds): requests/s, latency p50/p95, errors,
-the tier-3 backlog when the clients stop and how long the replicas' backfills (which claim
-turns from one shared queue) take to drain it, the servers' CPU seconds per request, the
-machine's CPU use during the load, and a read-back of every conversation (turns 1..N, every
-acknowledged message stored once) and of tier 3 (one point per turn).
+Per run: requests/s, latency p50/p95, errors, the tier-3 backlog when the clients stop and
+how long the replicas' backfills (which claim turns from one shared queue) take to drain it,
+the servers' CPU seconds per request, the machine's CPU use and 1-minute load average during
+the load, and a read-back of every conversation (turns 1..N, every acknowledged message
+stored once) and of tier 3 (one point per turn).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -39,20 +34,27 @@ from typing import Any
 
 import httpx
 import psutil
-from harness import Run, configure, fmt, parser, summarize
+from harness import fmt, progress, summarize
 from loadgen import StubOllama, check_conversations, run_clients
-from processes import fresh_postgres_database, local_postgres, memory_chain_server
+from processes import memory_chain_server, postgres_database
 
 USER = "scale-user"
-QUICK = {"clients": 10, "turns": 10, "rounds": 1}
+#: ``--quick``: a smoke run of the throughput part, and a shorter check.
+QUICK = {"clients": 10, "turns": 10, "rounds": 1, "samples": 500}
 
 
 @dataclass(frozen=True)
 class Settings:
+    """Both parts' settings (``bench_replicas.py --help``)."""
+
+    parts: tuple[str, ...] = ("check", "throughput")
+    samples: int = 3_000
+    seed: int = 7
+    postgres_url: str | None = None
     clients: int = 30
     turns: int = 20
     conversations: int = 10
-    rounds: int = 2
+    rounds: int = 3
     setups: tuple[str, ...] = field(default=("1", "3", "3-sticky"))
     quick: bool = False
 
@@ -94,9 +96,9 @@ def _points(database_url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def run_one(settings: Settings, setup: str, llm_url: str, server_url: str) -> dict[str, Any]:
+def run_one(settings: Settings, setup: str, llm_url: str, database_url: str) -> dict[str, Any]:
+    """One setup's run on a fresh database."""
     replicas, sticky = parse_setup(setup)
-    database_url = fresh_postgres_database(server_url, "memory_chain_scale")
     extra = {"database_url": database_url, "vector_backend": "pgvector", "log_level": "WARNING"}
     with TemporaryDirectory(prefix="mc-scale-") as folder, contextlib.ExitStack() as stack:
         servers = [
@@ -115,7 +117,7 @@ def run_one(settings: Settings, setup: str, llm_url: str, server_url: str) -> di
             )
         )
         cpu = _cpu_seconds(pids) - cpu_before
-        after = psutil.cpu_times()
+        after, load = psutil.cpu_times(), os.getloadavg()[0]
         idle = (after.idle - machine.idle) / max(sum(after) - sum(machine), 1e-9)
         backlog = _queued(urls[0])
         began = time.perf_counter()
@@ -140,22 +142,26 @@ def run_one(settings: Settings, setup: str, llm_url: str, server_url: str) -> di
         "drain_seconds": drain,
         "server_cpu_ms_per_request": 1000 * cpu / max(requests, 1),
         "machine_cpu_busy": 1.0 - idle,
+        "load_average_1m": load,
         "contiguity": check,
         "points": points,
         "points_distinct": distinct,
         "turns_stored": check["turns_checked"],
         "server_log_problems": problems[:10],
+        "ok": bool(check["ok"]) and points == distinct == check["turns_checked"],
     }
 
 
-def run(settings: Settings, bench: Run) -> dict[str, list[dict[str, Any]]]:
+def run(settings: Settings, server_url: str, started: float) -> dict[str, list[dict[str, Any]]]:
+    """Every setup, ``rounds`` times, alternating; each run on a fresh database."""
     results: dict[str, list[dict[str, Any]]] = {setup: [] for setup in settings.setups}
-    with StubOllama() as stub, local_postgres() as server_url:
+    with StubOllama() as stub:
         for number in range(settings.rounds):
             order = list(settings.setups) if number % 2 == 0 else list(reversed(settings.setups))
             for setup in order:
-                bench.progress(f"round {number + 1}: {setup} replica(s)")
-                results[setup].append(run_one(settings, setup, stub.url, server_url))
+                progress(f"throughput round {number + 1}: {setup} replica(s)", started)
+                with postgres_database(server_url) as database_url:
+                    results[setup].append(run_one(settings, setup, stub.url, database_url))
     return results
 
 
@@ -169,18 +175,20 @@ def _median(runs: list[dict[str, Any]], *path: str) -> float:
     return statistics.median(values)
 
 
+def failed(results: dict[str, list[dict[str, Any]]]) -> bool:
+    """Whether any run had errors, a conversation read back wrong, or not one point per turn."""
+    return any(r["errors"] or not r["ok"] for runs in results.values() for r in runs)
+
+
 def report(results: dict[str, list[dict[str, Any]]], settings: Settings) -> list[str]:
+    """The throughput table (medians over the rounds) and the ratios to one replica."""
     lines = [
-        f"== {settings.clients} clients x {settings.turns} chat requests over "
+        f"== chat throughput: {settings.clients} clients x {settings.turns} requests over "
         f"{settings.conversations} conversations, {settings.rounds} round(s); medians ==",
         f"  {'replicas':>10} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'errors':>6} "
-        f"{'backlog':>8} {'drain s':>8} {'cpu ms/req':>11} {'machine busy':>13} {'checks':>7}",
+        f"{'backlog':>8} {'drain s':>8} {'cpu ms/req':>11} {'busy':>5} {'load':>5} {'checks':>7}",
     ]
     for setup, runs in results.items():
-        ok = all(
-            r["contiguity"]["ok"] and r["points"] == r["points_distinct"] == r["turns_stored"]
-            for r in runs
-        )
         lines.append(
             f"  {setup:>10} {_median(runs, 'requests_per_second'):>7.1f} "
             f"{fmt(_median(runs, 'latency_ms', 'p50')):>8} "
@@ -188,58 +196,22 @@ def report(results: dict[str, list[dict[str, Any]]], settings: Settings) -> list
             f"{sum(r['errors'] for r in runs):>6} {_median(runs, 'backlog_at_end'):>8.0f} "
             f"{_median(runs, 'drain_seconds'):>8.1f} "
             f"{_median(runs, 'server_cpu_ms_per_request'):>11.1f} "
-            f"{_median(runs, 'machine_cpu_busy'):>13.0%} {'ok' if ok else 'FAILED':>7}"
+            f"{_median(runs, 'machine_cpu_busy'):>5.0%} "
+            f"{_median(runs, 'load_average_1m'):>5.1f} "
+            f"{'ok' if all(r['ok'] for r in runs) else 'FAILED':>7}"
         )
         for run_ in runs:
             lines.extend(f"    {p}" for p in run_["contiguity"]["problems"][:5])
             lines.extend(f"    error: {e}" for e in run_["error_examples"][:3])
             lines.extend(f"    server log: {p}" for p in run_["server_log_problems"][:3])
-    if "1" in results and len(results) > 1:
-        one = results["1"]
-        for setup, runs in results.items():
-            if setup != "1":
-                ratio = _median(runs, "requests_per_second") / _median(one, "requests_per_second")
-                cpu = _median(runs, "server_cpu_ms_per_request") / _median(
-                    one, "server_cpu_ms_per_request"
-                )
-                lines.append(
-                    f"  {setup} / 1: throughput {ratio:.2f}x, server CPU per request {cpu:.2f}x"
-                )
+    one = results.get("1")
+    for setup, runs in results.items():
+        if one and setup != "1":
+            ratio = _median(runs, "requests_per_second") / _median(one, "requests_per_second")
+            cpu = _median(runs, "server_cpu_ms_per_request") / _median(
+                one, "server_cpu_ms_per_request"
+            )
+            lines.append(
+                f"  {setup} / 1: throughput {ratio:.2f}x, server CPU per request {cpu:.2f}x"
+            )
     return lines
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser(__doc__, quick="10 clients x 10 requests, one round")
-    args.add_argument("--clients", type=int, help="concurrent clients (30)")
-    args.add_argument("--turns", type=int, help="chat requests per client (20)")
-    args.add_argument("--conversations", type=int, help="conversations shared (10)")
-    args.add_argument("--rounds", type=int, help="rounds over the replica counts (2)")
-    args.add_argument("--setups", nargs="+", help="replica counts, N-sticky routes by conversation")
-    options = args.parse_args(argv)
-    if options.setups:
-        options.setups = tuple(options.setups)
-        for setup in options.setups:
-            parse_setup(setup)
-    settings = configure(Settings(), options, QUICK)
-    bench = Run("scale-out")
-    print(bench.header(), flush=True)
-    results = run(settings, bench)
-    failed = any(
-        r["errors"]
-        or not r["contiguity"]["ok"]
-        or not r["points"] == r["points_distinct"] == r["turns_stored"]
-        for runs in results.values()
-        for r in runs
-    )
-    bench.finish(
-        report(results, settings),
-        options.json,
-        settings=settings,
-        results=results,
-        verdicts={"0 errors, turns contiguous, one point per turn": "MISSED" if failed else "ok"},
-    )
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -70,6 +70,21 @@ def test_a_turn_in_the_querys_time_window_gets_the_bonus() -> None:
     assert score_candidates([inside], weights=tight, windows=windows)[0] == pytest.approx(0.15)
 
 
+def test_a_query_asking_when_prefers_turns_that_say_when() -> None:
+    dated = Candidate(turn(1, "We adopted Luna two weeks ago."), cosine=0.4)
+    undated = Candidate(turn(2, "Luna loves the park."), cosine=0.45)
+    asking = score_candidates([dated, undated], weights=W, asks_when=True)
+    assert asking == pytest.approx([0.5 * 0.4 + W.when, 0.5 * 0.45])
+    assert [i.turn_number for i in rank([undated, dated], weights=W, limit=2, asks_when=True)] == [
+        1,
+        2,
+    ]
+    # A query that does not ask when gets no bonus, and a zero weight turns it off.
+    assert score_candidates([dated, undated], weights=W) == pytest.approx([0.2, 0.225])
+    off = replace(W, when=0.0)
+    assert score_candidates([dated], weights=off, asks_when=True) == pytest.approx([0.2])
+
+
 def test_one_source_alone_ranks_by_its_own_score() -> None:
     a = Candidate(turn(1), keyword=2.0, cosine=0.9)
     b = Candidate(turn(2), keyword=4.0, cosine=0.1)
@@ -110,3 +125,5 @@ def test_weights_are_checked() -> None:
         FusionWeights(keyword=1.5)
     with pytest.raises(ValueError, match="must not be negative"):
         FusionWeights(time=-1)
+    with pytest.raises(ValueError, match="when must not be negative"):
+        FusionWeights(when=-0.1)

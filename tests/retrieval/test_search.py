@@ -140,6 +140,25 @@ def test_a_dated_question_prefers_turns_of_that_day(manager: MemoryManager) -> N
     assert found.items[0].timestamp.date() == DAY.date()
 
 
+def test_a_question_asking_when_prefers_the_turn_that_says_when(manager: MemoryManager) -> None:
+    add(
+        manager,
+        "eva",
+        "ana",
+        "Eva loves her job in Berlin.",
+        "Berlin is great.",
+        "Eva started the job in 2021.",
+        "Good for her.",
+    )
+    drain(manager)
+    question = "When did Eva start her job in Berlin?"
+    assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 3
+    # Without the bonus the closer match of words comes first.
+    weights = replace(manager.retrieval.weights, when=0.0)
+    manager.retrieval = replace(manager.retrieval, weights=weights)
+    assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 1
+
+
 def test_user_scope_spans_conversations_and_never_another_user(manager: MemoryManager) -> None:
     add(manager, "trip", "ana", *TRIP)
     add(manager, "work", "ana", "The Lisbon office opens in June.")

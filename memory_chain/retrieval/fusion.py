@@ -19,7 +19,9 @@ Fusion Functions for Hybrid Retrieval", 2023):
 - ``in_window`` is 1 for a turn inside a time window the query names
   (:mod:`.timeframes`), extended by ``time_slack``.
 - A query that asks *when* prefers turns that say when something happened
-  (:func:`.timeframes.asks_when`, :func:`.timeframes.mentions_time`).
+  (:func:`.timeframes.asks_when`, :func:`.timeframes.mentions_time`), and leans on keyword
+  search (``a`` is ``when_keyword`` for it): such a question names its event in the words
+  the dated turn used.
 
 Every number was chosen by leave-one-conversation-out cross-validation on LoCoMo
 conversations (``memory-chain eval locomo FILE --cross-validate``): each is the value most
@@ -50,6 +52,7 @@ class FusionWeights:
         time: Bonus of a turn inside a time window the query names.
         time_slack: How far past a window's end a turn still counts as inside it.
         when: Bonus of a turn that says when something happened, for a query asking when.
+        when_keyword: The keyword share (instead of ``keyword``) for a query asking when.
     """
 
     keyword: float = 0.4
@@ -58,10 +61,12 @@ class FusionWeights:
     time: float = 0.3
     time_slack: timedelta = timedelta(days=7)
     when: float = 0.15
+    when_keyword: float = 0.8
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.keyword <= 1.0:
-            raise ValueError(f"keyword weight must be within 0..1, got {self.keyword}")
+        for name in ("keyword", "when_keyword"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} weight must be within 0..1, got {getattr(self, name)}")
         for name in ("answer_of_question", "question_penalty", "time", "when"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
@@ -146,8 +151,11 @@ def score_candidates(
     )
     # A turn not embedded yet (tier-3 queue) ranks as the least similar turn found.
     floor = min((c.cosine for c in candidates if c.cosine is not None), default=0.0)
-    a = weights.keyword if semantic else 1.0
-    b = (1.0 - weights.keyword) if keyword else 1.0
+    # A question asking when names the event in its own words ("When did you adopt Luna?"),
+    # and the turn that dates it says so in those words: keyword search is the surer guide.
+    share = weights.when_keyword if asks_when else weights.keyword
+    a = share if semantic else 1.0
+    b = (1.0 - share) if keyword else 1.0
     scores: list[float] = []
     for candidate in candidates:
         kind = candidate.item.kind

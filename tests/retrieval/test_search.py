@@ -153,8 +153,8 @@ def test_a_question_asking_when_prefers_the_turn_that_says_when(manager: MemoryM
     drain(manager)
     question = "When did Eva start her job in Berlin?"
     assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 3
-    # Without the bonus the closer match of words comes first.
-    weights = replace(manager.retrieval.weights, when=0.0)
+    # Without the rules for questions asking when, the closer match of meaning comes first.
+    weights = replace(manager.retrieval.weights, when=0.0, when_keyword=0.4)
     manager.retrieval = replace(manager.retrieval, weights=weights)
     assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 1
 

@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Literal
 
 from langchain_core.runnables import Runnable
-from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
@@ -305,14 +304,6 @@ class ConsolidationService:
         if stored is not None:
             self._after_summary(conversation_id, user_id)
         return stored
-
-    async def aconsolidate(
-        self, conversation_id: str, user_id: str, *, reason: str = "manual"
-    ) -> Summary | None:
-        """Async :meth:`consolidate`."""
-        return await run_in_executor(
-            None, self.consolidate, conversation_id, user_id, reason=reason
-        )
 
     def _summarize_range(
         self,

@@ -24,7 +24,6 @@ from datetime import datetime
 from typing import Protocol
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables.config import run_in_executor
 
 from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreUnavailableError
 from memory_chain.history import MemoryChatMessageHistory
@@ -123,15 +122,6 @@ class MemoryManager:
         if self.tier3 is not None:
             self.tier3.notify()
         return stored
-
-    async def aadd_turns(
-        self,
-        conversation_id: str,
-        user_id: str,
-        turns: Sequence[BaseMessage] | Sequence[NewTurn],
-    ) -> list[Turn]:
-        """Async :meth:`add_turns`."""
-        return await run_in_executor(None, self.add_turns, conversation_id, user_id, turns)
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
         """Purge a conversation from every tier (rows, cache, points, facts).
@@ -406,10 +396,6 @@ class MemoryManager:
             items=tuple(found.items),
             degraded=tuple(found.degraded),
         )
-
-    async def aretrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
-        """Async :meth:`retrieve` (CPU-bound parts stay off the event loop)."""
-        return await run_in_executor(None, self.retrieve, conversation_id, user_id, query)
 
     def history(self, conversation_id: str, user_id: str) -> MemoryChatMessageHistory:
         """The composed chat history of a conversation (summary + recent turns)."""

@@ -123,6 +123,7 @@ class TurnRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        # Embedding and the engine's search are CPU-bound and may hold the GIL: keep them off
-        # the event loop.
+        # Not async I/O: the same search in a worker thread, as langchain-core's default runs
+        # it, but that default takes no per-call arguments (``ainvoke(query, k=3)`` would
+        # raise TypeError), so it is overridden to pass them on.
         return await run_in_executor(None, self.search, query, **kwargs)

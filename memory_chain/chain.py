@@ -84,7 +84,7 @@ def _describe(item: MemoryItem) -> str:
 def build_prompt_with_memory(
     system_message: str, memory_context: MemoryContext, user_message: str
 ) -> list[BaseMessage]:
-    """The seed's prompt: system message with what memory knows, recent turns, the message.
+    """The prompt: system message with what memory knows, recent turns, the message.
 
     Args:
         system_message: The assistant's instructions.

@@ -1,6 +1,6 @@
 """Consolidation: tier 1 → tier-2 summary → tier 3, in the background.
 
-Triggers (the seed's): every ``message_threshold`` unsummarized messages, a tier-1 buffer over
+Triggers: every ``message_threshold`` unsummarized messages, a tier-1 buffer over
 ``token_limit`` tokens, the end of a conversation (:meth:`ConsolidationService.end`), an
 explicit save (a user message such as "remember this"; the tier-3 backfill files the message
 itself as a user fact, with its turn), and ``idle_seconds`` of silence (a background scan).
@@ -59,7 +59,7 @@ class ConsolidationError(MemoryChainError):
 
 @dataclass
 class ConsolidationSettings:
-    """Triggers and actions (defaults are the seed's).
+    """Triggers and actions.
 
     Attributes:
         message_threshold: Unsummarized messages that trigger a consolidation.

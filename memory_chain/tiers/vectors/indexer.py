@@ -64,7 +64,7 @@ def embedding_text(turn: Turn) -> str:
 
 
 def payload_of(pending: PendingTurn) -> TurnPayload:
-    """The seed's payload of a queued turn: its row, its range's summary, its tags."""
+    """The tier-3 payload of a queued turn: its row, its range's summary, its tags."""
     turn = pending.turn
     return TurnPayload(
         conversation_id=turn.conversation_id,

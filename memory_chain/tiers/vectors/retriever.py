@@ -2,7 +2,7 @@
 
 Every search is filtered by user (always), and optionally by conversation, role, time range
 and tags. Each :class:`~langchain_core.documents.Document` holds the turn's content, and in its
-metadata the seed's payload plus ``score`` (cosine similarity: **higher is more similar**,
+metadata the turn's tier-3 payload plus ``score`` (cosine similarity: **higher is more similar**,
 at most 1.0), ``tier`` (``"tier3"``) and ``id`` (the point id).
 
 Example:
@@ -38,7 +38,7 @@ _SEARCH_ARGS = frozenset(
 
 
 def hit_to_document(hit: VectorHit) -> Document:
-    """A search hit as a Document (content, seed payload, score, tier, id)."""
+    """A search hit as a Document (content, payload, score, tier, id)."""
     metadata: dict[str, Any] = hit.payload.to_dict()
     metadata.update(score=hit.score, tier="tier3", id=hit.id)
     return Document(page_content=hit.payload.content, metadata=metadata, id=hit.id)

@@ -218,6 +218,19 @@ def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> Non
     assert docs[0].metadata["sources"] == list(found.items[0].sources)
 
 
+async def test_retriever_ainvoke_takes_the_per_call_arguments(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=4)
+    query = "who looks after the cat?"
+    docs = await retriever.ainvoke(query, conversation_id="trip", k=2)
+    expected = retriever.invoke(query, conversation_id="trip", k=2)
+    assert len(docs) == 2
+    assert [(d.page_content, d.metadata) for d in docs] == [
+        (d.page_content, d.metadata) for d in expected
+    ]
+
+
 def test_keyword_search_in_a_worker_thread_changes_nothing(manager: MemoryManager) -> None:
     add(manager, "trip", "ana", *TRIP)
     drain(manager)

@@ -6,7 +6,7 @@ Run from the repository root::
     python benchmarks/bench_index_memory.py --points 100000 --json /tmp/index_memory.json
 
 An :class:`EdgeIndex` in a temporary folder receives ``--points`` points shaped like turns
-(384-d unit vectors, the seed's payload, ten turns per conversation, 100 users), upserted in
+(384-d unit vectors, the tier-3 payload, ten turns per conversation, 100 users), upserted in
 batches of 64 and flushed every ``--step`` points, as the tier-3 backfill does. After each
 step this process's heap (``RssAnon`` in ``/proc/self/status``) is read. The slope over the
 second half of the points (MB per 1,000 points) is the memory the engine keeps in RAM for its

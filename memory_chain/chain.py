@@ -17,7 +17,8 @@ The conversation and user come from the config::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
@@ -33,7 +34,11 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.base import RunnableBinding
-from langchain_core.runnables.config import ensure_config, get_async_callback_manager_for_config
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    run_in_executor,
+)
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -79,7 +84,7 @@ def _describe(item: MemoryItem) -> str:
 def build_prompt_with_memory(
     system_message: str, memory_context: MemoryContext, user_message: str
 ) -> list[BaseMessage]:
-    """The seed's prompt: system message with what memory knows, recent turns, the message.
+    """The prompt: system message with what memory knows, recent turns, the message.
 
     Args:
         system_message: The assistant's instructions.
@@ -196,64 +201,53 @@ def build_chat_chain(
         ``configurable``, returning the reply as an ``AIMessageChunk``.
     """
 
+    # Retrieval is blocking work (SQL, embedding, the vector engine): async callers run this
+    # step in a worker thread, as RunnableLambda does for a function without an async twin.
     def prepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
         ids = _identity(config, default_user_id)
         text = user_text(inputs)
         context = manager.retrieve(*ids, text)
         return _prepared(ids, system_message, context, text)
 
-    async def aprepare(inputs: Any, config: RunnableConfig) -> dict[str, Any]:
-        ids = _identity(config, default_user_id)
-        text = user_text(inputs)
-        context = await manager.aretrieve(*ids, text)
-        return _prepared(ids, system_message, context, text)
+    def remember(prepared: dict[str, Any], turn: NewTurn) -> None:
+        conversation_id, user_id = prepared["ids"]
+        manager.add_turns(conversation_id, user_id, [turn])
 
     def respond(prepared: dict[str, Any], config: RunnableConfig) -> Iterator[AIMessageChunk]:
-        conversation_id, user_id = prepared["ids"]
         if not prepared["stored"]:
             # Durably, before the model runs: a failed or abandoned call keeps the message.
-            manager.add_turns(
-                conversation_id, user_id, [_user_turn(prepared["text"], manager.counter)]
-            )
+            remember(prepared, _user_turn(prepared["text"], manager.counter))
         reply: AIMessageChunk | None = None
-        try:
+        with _model_errors():
             for chunk in llm.stream(prepared["messages"], config):
                 reply = chunk if reply is None else reply + chunk
                 yield chunk
-        except MemoryChainError:
-            raise
-        except Exception as exc:
-            raise LLMUnavailableError(_llm_failure(exc)) from exc
         if reply is not None:
-            manager.add_turns(conversation_id, user_id, [_reply_turn(reply, manager.counter)])
+            remember(prepared, _reply_turn(reply, manager.counter))
 
+    # The one async twin, for real async I/O: the reply streams over the chat model's async
+    # HTTP client on the event loop; storing (blocking SQL) runs in a worker thread.
     async def arespond(
         prepared: dict[str, Any], config: RunnableConfig
     ) -> AsyncIterator[AIMessageChunk]:
-        conversation_id, user_id = prepared["ids"]
         if not prepared["stored"]:
-            user_turn = _user_turn(prepared["text"], manager.counter)
-            await manager.aadd_turns(conversation_id, user_id, [user_turn])
+            turn = _user_turn(prepared["text"], manager.counter)
+            await run_in_executor(None, remember, prepared, turn)
         reply: AIMessageChunk | None = None
-        try:
+        with _model_errors():
             async for chunk in llm.astream(prepared["messages"], config):
                 reply = chunk if reply is None else reply + chunk
                 yield chunk
-        except MemoryChainError:
-            raise
-        except Exception as exc:
-            raise LLMUnavailableError(_llm_failure(exc)) from exc
         if reply is not None:
-            turn = _reply_turn(reply, manager.counter)
-            await manager.aadd_turns(conversation_id, user_id, [turn])
+            await run_in_executor(None, remember, prepared, _reply_turn(reply, manager.counter))
 
     # RunnableLambda streams generator functions and aggregates their chunks on invoke; its
     # type hints do not describe that, hence the casts.
     respond_step = RunnableLambda(respond, afunc=arespond, name="respond_and_remember")  # type: ignore[arg-type]
-    chain = RunnableLambda(prepare, afunc=aprepare, name="retrieve_memory") | respond_step
+    chain = RunnableLambda(prepare, name="retrieve_memory") | respond_step
     typed = chain.with_types(input_type=ChatInput, output_type=AIMessageChunk)  # type: ignore[arg-type]
     chat = MemoryChat(bound=typed.with_config(run_name="memory_chat"), kwargs={}, config={})
-    chat.set_steps(aprepare, arespond)
+    chat.set_steps(prepare, arespond)
     return chat
 
 
@@ -281,7 +275,7 @@ MEMORY_CONFIG_SPECS = (
 
 #: Config keys of the outer run only, which LCEL does not pass on to the steps.
 _RUN_KEYS = ("run_name", "run_id")
-_Prepare = Callable[[Any, RunnableConfig], Awaitable[dict[str, Any]]]
+_Prepare = Callable[[Any, RunnableConfig], dict[str, Any]]
 _Respond = Callable[[dict[str, Any], RunnableConfig], AsyncIterator[AIMessageChunk]]
 
 
@@ -298,7 +292,7 @@ class MemoryChat(RunnableBinding[Any, AIMessageChunk]):  # type: ignore[no-redef
     _steps: tuple[_Prepare, _Respond] | None = PrivateAttr(default=None)
 
     def set_steps(self, prepare: _Prepare, respond: _Respond) -> None:
-        """The async functions the chain's two steps run, for the direct ``astream``."""
+        """The functions of the chain's two steps (retrieval, the async reply), for ``astream``."""
         self._steps = (prepare, respond)
 
     @property
@@ -320,9 +314,21 @@ class MemoryChat(RunnableBinding[Any, AIMessageChunk]):  # type: ignore[no-redef
         # What LCEL passes to a step: the config without the outer run's name and id.
         inner = cast(RunnableConfig, {k: v for k, v in merged.items() if k not in _RUN_KEYS})
         prepare, respond = steps
-        prepared = await prepare(input, inner)
+        # One worker-thread hop for retrieval, as the LCEL step takes.
+        prepared = await run_in_executor(inner, prepare, input, inner)
         async for chunk in respond(prepared, inner):
             yield chunk
+
+
+@contextmanager
+def _model_errors() -> Iterator[None]:
+    """Turn the chat model's failures into :class:`LLMUnavailableError` (ours pass through)."""
+    try:
+        yield
+    except MemoryChainError:
+        raise
+    except Exception as exc:
+        raise LLMUnavailableError(_llm_failure(exc)) from exc
 
 
 def _llm_failure(exc: Exception) -> str:

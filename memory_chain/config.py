@@ -1,8 +1,9 @@
 """Settings for memory_chain: one pydantic-settings class, read once at the edge.
 
 Every field can be set from the environment with the ``MEMORY_CHAIN_`` prefix (for example
-``MEMORY_CHAIN_DATA_DIR=/var/lib/memory_chain``) or from a ``.env`` file. The seed design's
-field names are kept (``memory_tier1_max_turns``, ``qdrant_collection_conversations``, ...).
+``MEMORY_CHAIN_DATA_DIR=/var/lib/memory_chain``) or from a ``.env`` file. Field names are
+part of the deployment interface (``MEMORY_CHAIN_MEMORY_TIER1_MAX_TURNS``, ...): renaming one
+breaks existing environments and ``.env`` files.
 
 Library classes never build :class:`MemorySettings` themselves: the server, the CLI or a
 notebook builds it once and passes the values inward.
@@ -117,16 +118,12 @@ class MemorySettings(BaseSettings):
     )
     qdrant_host: str | None = Field(
         default=None,
-        description="Qdrant server host (seed name); used as http://host:port when qdrant_url "
-        "is unset.",
+        description="Qdrant server host; used as http://host:port when qdrant_url is unset.",
     )
     qdrant_port: int = Field(default=6333, ge=1, le=65_535, description="Qdrant server port.")
     qdrant_api_key: SecretStr | None = Field(default=None, description="Qdrant API key.")
     qdrant_collection_conversations: str = Field(
         default="conversation_memory", description="Tier-3 collection of embedded turns."
-    )
-    qdrant_collection_documents: str = Field(
-        default="documents", description="Tier-3 collection reserved for documents (unused)."
     )
     qdrant_collection_user_facts: str = Field(
         default="user_facts",

@@ -1,6 +1,6 @@
 """Consolidation: tier 1 → tier-2 summary → tier 3, in the background.
 
-Triggers (the seed's): every ``message_threshold`` unsummarized messages, a tier-1 buffer over
+Triggers: every ``message_threshold`` unsummarized messages, a tier-1 buffer over
 ``token_limit`` tokens, the end of a conversation (:meth:`ConsolidationService.end`), an
 explicit save (a user message such as "remember this"; the tier-3 backfill files the message
 itself as a user fact, with its turn), and ``idle_seconds`` of silence (a background scan).
@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Literal
 
 from langchain_core.runnables import Runnable
-from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
@@ -60,7 +59,7 @@ class ConsolidationError(MemoryChainError):
 
 @dataclass
 class ConsolidationSettings:
-    """Triggers and actions (defaults are the seed's).
+    """Triggers and actions.
 
     Attributes:
         message_threshold: Unsummarized messages that trigger a consolidation.
@@ -305,14 +304,6 @@ class ConsolidationService:
         if stored is not None:
             self._after_summary(conversation_id, user_id)
         return stored
-
-    async def aconsolidate(
-        self, conversation_id: str, user_id: str, *, reason: str = "manual"
-    ) -> Summary | None:
-        """Async :meth:`consolidate`."""
-        return await run_in_executor(
-            None, self.consolidate, conversation_id, user_id, reason=reason
-        )
 
     def _summarize_range(
         self,

@@ -19,18 +19,25 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, SystemMessage
-from langchain_core.runnables.config import run_in_executor
+from langchain_core.messages import BaseMessage
 
 from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreUnavailableError
-from memory_chain.messages import to_message, to_new_turns
+from memory_chain.history import MemoryChatMessageHistory
+from memory_chain.messages import to_new_turns
 from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
-from memory_chain.schemas import MemoryContext, NewTurn, Turn, validate_id
+from memory_chain.schemas import (
+    ConversationInfo,
+    ConversationStatus,
+    MemoryContext,
+    NewTurn,
+    Summary,
+    Turn,
+    validate_id,
+)
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
@@ -39,6 +46,7 @@ from memory_chain.tiers.vectors.facts import is_explicit_save
 from memory_chain.tiers.vectors.index import TurnPayload
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
+from memory_chain.transfer.jsonl import export_lines
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +99,11 @@ class MemoryManager:
     ) -> list[Turn]:
         """Store turns: SQL (and the tier-3 queue) first, then tier 1; then wake listeners.
 
+        The conversation is created for the user if it does not exist (conversation ids are
+        each user's own).
+
         Raises:
             InvalidInputError: On malformed input (nothing is stored).
-            ConversationNotFoundError: If the conversation belongs to another user.
         """
         if all(isinstance(turn, NewTurn) for turn in turns):
             new_turns = [turn for turn in turns if isinstance(turn, NewTurn)]
@@ -112,15 +122,6 @@ class MemoryManager:
         if self.tier3 is not None:
             self.tier3.notify()
         return stored
-
-    async def aadd_turns(
-        self,
-        conversation_id: str,
-        user_id: str,
-        turns: Sequence[BaseMessage] | Sequence[NewTurn],
-    ) -> list[Turn]:
-        """Async :meth:`add_turns`."""
-        return await run_in_executor(None, self.add_turns, conversation_id, user_id, turns)
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
         """Purge a conversation from every tier (rows, cache, points, facts).
@@ -196,6 +197,47 @@ class MemoryManager:
             # Queued in tier 2 with the purge: the backfill does it once the store is back.
             logger.warning("tier 3 is not updated yet (the change stays queued): %s", exc)
             self.tier3.notify()
+
+    # -- conversations: tier 2's rows, as the API shows them ---------------------------------
+
+    def conversation(self, conversation_id: str, user_id: str) -> ConversationInfo | None:
+        """The user's conversation of this id, or ``None`` if the user has none."""
+        return self.store.get_conversation(conversation_id, user_id=user_id)
+
+    def conversations(
+        self,
+        user_id: str,
+        *,
+        status: ConversationStatus | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ConversationInfo]:
+        """The user's conversations, most recently active first."""
+        return self.store.list_conversations(
+            user_id=user_id, status=status, limit=limit, offset=offset
+        )
+
+    def turns(
+        self, conversation_id: str, user_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[Turn]:
+        """Stored turns numbered after ``after``, oldest first, at most ``limit``."""
+        return self.store.get_turns(conversation_id, user_id=user_id, after=after, limit=limit)
+
+    def summaries(self, conversation_id: str, user_id: str) -> list[Summary]:
+        """The conversation's range summaries, in turn order."""
+        return self.store.get_summaries(conversation_id, user_id=user_id)
+
+    def export(self, user_id: str) -> Iterator[str]:
+        """The user's conversations as ``memory-chain export`` lines, read one at a time."""
+        return export_lines(self.store.engine, user_id=user_id)
+
+    def archive(self, conversation_id: str, user_id: str) -> None:
+        """Archive a conversation: retrieval leaves it out unless archived ones are asked for.
+
+        Raises:
+            ConversationNotFoundError: If the user has no conversation of this id.
+        """
+        self.store.set_status(conversation_id, "archived", user_id=user_id)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -355,10 +397,6 @@ class MemoryManager:
             degraded=tuple(found.degraded),
         )
 
-    async def aretrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
-        """Async :meth:`retrieve` (CPU-bound parts stay off the event loop)."""
-        return await run_in_executor(None, self.retrieve, conversation_id, user_id, query)
-
     def history(self, conversation_id: str, user_id: str) -> MemoryChatMessageHistory:
         """The composed chat history of a conversation (summary + recent turns)."""
         return MemoryChatMessageHistory(self, conversation_id, user_id=user_id)
@@ -366,41 +404,3 @@ class MemoryManager:
     def close(self) -> None:
         """Stop the retrieval's worker threads (the stores are closed by their owners)."""
         self.memory_search.close()
-
-
-class MemoryChatMessageHistory(BaseChatMessageHistory):
-    """The composed history: the running summary (as a system message) and recent turns.
-
-    Works with ``RunnableWithMessageHistory`` (pass both ``input_messages_key`` and
-    ``history_messages_key``): new messages are stored through the manager, so they reach
-    every tier and consolidation triggers.
-
-    Args:
-        manager: The memory manager.
-        conversation_id: The conversation.
-        user_id: Its owner.
-    """
-
-    def __init__(self, manager: MemoryManager, conversation_id: str, *, user_id: str) -> None:
-        self.manager = manager
-        self.conversation_id = validate_id(conversation_id)
-        self.user_id = validate_id(user_id, "user id")
-
-    @property
-    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        """Summary of the conversation so far, then its recent turns."""
-        recent, state = self.manager.working_memory(self.conversation_id, self.user_id)
-        summary = state.text
-        messages: list[BaseMessage] = []
-        if summary:
-            messages.append(SystemMessage(f"Summary of the conversation so far: {summary}"))
-        messages.extend(to_message(turn) for turn in recent)
-        return messages
-
-    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Store messages in every tier."""
-        self.manager.add_turns(self.conversation_id, self.user_id, list(messages))
-
-    def clear(self) -> None:
-        """Delete the conversation from every tier."""
-        self.manager.delete_conversation(self.conversation_id, self.user_id)

@@ -1,6 +1,6 @@
 """Conversion between LangChain messages and stored turns.
 
-Human, AI and system messages map to the seed's roles ``user``, ``assistant`` and ``system``;
+Human, AI and system messages map to the stored roles ``user``, ``assistant`` and ``system``;
 a :class:`~langchain_core.messages.ChatMessage` keeps its role when it is one of those. Any
 other message (tool calls, function results) is rejected with a clear error rather than
 silently stored under a wrong role.

@@ -27,7 +27,7 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Token counts of one turn (the seed's ``tokens`` object)."""
+    """Token counts of one turn (its ``tokens`` object in exports and the API)."""
 
     total: int
     prompt: int | None = None
@@ -46,7 +46,7 @@ class NewTurn:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """A stored turn (the seed's tier-1 turn and one ``conversation_turns`` row)."""
+    """A stored turn: one ``conversation_turns`` row, and a turn in the tier-1 buffer."""
 
     conversation_id: str
     turn_number: int
@@ -73,7 +73,7 @@ class Turn:
 
 @dataclass(slots=True)
 class ConversationMetadata:
-    """The seed's tier-1 conversation metadata."""
+    """What tier 1 keeps about a conversation besides its turns."""
 
     created_at: datetime
     last_updated: datetime

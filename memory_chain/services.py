@@ -26,6 +26,7 @@ from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
+from memory_chain.tiers.sql.tasks import VectorTasks
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
@@ -53,6 +54,47 @@ class Services:
     chain: Runnable[Any, Any] | None = None
 
     _deadline: float | None = field(default=None, init=False, repr=False)
+
+    def queued_turns(self) -> int:
+        """Stored turns waiting to be embedded into tier 3 (0 with tier 3 off)."""
+        return EmbeddingOutbox(self.store).count() if self.vectors is not None else 0
+
+    def health(self) -> dict[str, Any]:
+        """What each tier runs on and how it is doing (``/health``; two queue counts in SQL)."""
+        models = self.models
+        return {
+            "tier1": {
+                "conversations": len(self.buffer),
+                "max_conversations": self.buffer.max_conversations,
+                "max_turns": self.buffer.max_turns,
+            },
+            "tier2": {
+                "dialect": self.engine.dialect.name,
+                "schema_revision": self.schema_revision,
+            },
+            "tier3": self._tier3_health(),
+            "llm": {
+                "provider": models.provider if models else "none",
+                "base_url": models.base_url if models else None,
+                "detail": models.detail if models else None,
+            },
+        }
+
+    def _tier3_health(self) -> dict[str, Any]:
+        vectors = self.vectors
+        if vectors is None:
+            return {"enabled": False}
+        worker = vectors.worker
+        return {
+            "enabled": True,
+            "backend": vectors.backend,
+            "available": worker is not None and worker.index_open and worker.last_error is None,
+            "last_error": worker.last_error if worker else None,
+            "queued_turns": self.queued_turns(),
+            # Deletions and payload refreshes waiting for the vector store.
+            "queued_tasks": VectorTasks(self.store).count(),
+            "embedding_model": getattr(vectors.embeddings, "model_name", None),
+        }
 
     def halt(self) -> None:
         """Shutting down: start no new background work; :meth:`close` waits at most the grace.

@@ -567,6 +567,36 @@ def test_composed_history_with_runnable_with_message_history(memory: Any) -> Non
     assert manager.store.get_turns("trip", user_id="ana")[-1].content == "fine"
 
 
+def test_composed_history_async_path(memory: Any) -> None:
+    """The async methods are langchain-core's defaults: the sync ones in a worker thread."""
+    manager, _, _ = memory
+    chain = RunnableWithMessageHistory(
+        RunnableLambda(lambda value: AIMessage(f"heard {len(value['history'])}")),
+        lambda session_id: manager.history(session_id, "ana"),
+        input_messages_key="question",
+        history_messages_key="history",
+    )
+    config: Any = {"configurable": {"session_id": "trip"}}
+
+    async def run() -> list[Any]:
+        await chain.ainvoke({"question": "first"}, config)
+        await chain.ainvoke({"question": "second"}, config)
+        history = manager.history("trip", "ana")
+        seen = await history.aget_messages()
+        await history.aclear()
+        return [seen, await history.aget_messages()]
+
+    seen, cleared = asyncio.run(run())
+    assert [(m.type, m.content) for m in seen] == [
+        ("human", "first"),
+        ("ai", "heard 0"),
+        ("human", "second"),
+        ("ai", "heard 2"),
+    ]
+    assert cleared == []
+    assert manager.store.get_conversation("trip", user_id="ana") is None
+
+
 def test_prompt_contains_memory_recent_turns_and_message(memory: Any) -> None:
     manager, _, _ = memory
     chat(manager, "trip", "ana", "We fly to Lisbon")

@@ -25,30 +25,11 @@ from memory_chain.api.deps import ServicesDep
 from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
 from memory_chain.services import Services, open_services
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.sql.tasks import VectorTasks
 
 logger = logging.getLogger(__name__)
 
 #: The memory browser's files (served at /ui/).
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
-
-
-def _tier3_health(services: Services) -> dict[str, Any]:
-    vectors = services.vectors
-    if vectors is None:
-        return {"enabled": False}
-    worker = vectors.worker
-    return {
-        "enabled": True,
-        "backend": vectors.backend,
-        "available": worker is not None and worker.index_open and worker.last_error is None,
-        "last_error": worker.last_error if worker else None,
-        "queued_turns": EmbeddingOutbox(services.store).count(),
-        # Deletions and payload refreshes waiting for the vector store.
-        "queued_tasks": VectorTasks(services.store).count(),
-        "embedding_model": getattr(vectors.embeddings, "model_name", None),
-    }
 
 
 def _halt_on_signals(services: Services) -> Callable[[], None]:
@@ -102,7 +83,7 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
         app.state.services = services
         if services.chain is not None:
             chat.bind_target(services.chain)
-        retriever.bind_target(langserve_routes.retriever_target(services))
+        retriever.bind_target(langserve_routes.retriever_target(services.manager))
         limits["max_bytes"] = services.settings.max_request_bytes
         logger.info(
             "memory_chain %s: tier 2 at %s, tier 3 %s",
@@ -139,27 +120,8 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     langserve_routes.mount(app, chat, retriever)
 
     @app.get("/health", tags=["service"])
-    async def health(services: ServicesDep) -> dict[str, Any]:
+    def health(services: ServicesDep) -> dict[str, Any]:
         """Whether the service runs, and what each tier runs on."""
-        tier3 = await run_in_executor(None, _tier3_health, services)
-        return {
-            "status": "ok",
-            "version": __version__,
-            "tier1": {
-                "conversations": len(services.buffer),
-                "max_conversations": services.buffer.max_conversations,
-                "max_turns": services.buffer.max_turns,
-            },
-            "tier2": {
-                "dialect": services.engine.dialect.name,
-                "schema_revision": services.schema_revision,
-            },
-            "tier3": tier3,
-            "llm": {
-                "provider": services.models.provider if services.models else "none",
-                "base_url": services.models.base_url if services.models else None,
-                "detail": services.models.detail if services.models else None,
-            },
-        }
+        return {"status": "ok", "version": __version__, **services.health()}
 
     return app

@@ -1,13 +1,38 @@
-"""FastAPI dependencies: the running services and the calling user.
+"""FastAPI dependencies: the API's one door onto the running services.
 
-Without keys the server is single-tenant: the user comes from ``X-User-Id`` or Open WebUI's
-forwarded ``X-OpenWebUI-User-Id`` header, else ``default_user_id``. With ``api_keys`` (or
-``proxy_api_keys``) every request needs a key (``Authorization: Bearer <key>`` as the openai
-SDK sends, or ``X-API-Key``). An ``api_keys`` key alone decides the user: headers cannot
-impersonate anyone. A ``proxy_api_keys`` key belongs to a trusted front end serving many
-users (Open WebUI): the user header names its user, inside the key's namespace
-(``<namespace>:<user>``), so a front end's users are kept apart from each other and can never
-act as a direct key's user or another front end's.
+Routes declare what they use as ``Annotated`` aliases (the FastAPI full-stack template's
+style): the calling user (:data:`CurrentUser`), the memory (:data:`MemoryDep`, the
+:class:`~memory_chain.manager.MemoryManager` that reaches every tier), one of the caller's
+conversations (:data:`OwnedConversation`), consolidation (:data:`ConsolidationDep`,
+:data:`SummarizerDep`) and the settings. Only the health, metrics and chat routes take the
+whole :class:`~memory_chain.services.Services`: the first two report on all of it, and the
+chat is made of its chain, models and memory.
+
+Who the caller is:
+    Without keys the server is single-tenant: the user comes from ``X-User-Id`` or Open
+    WebUI's forwarded ``X-OpenWebUI-User-Id`` header, else ``default_user_id``. With
+    ``api_keys`` (or ``proxy_api_keys``) every request needs a key (``Authorization: Bearer
+    <key>`` as the openai SDK sends, or ``X-API-Key``). An ``api_keys`` key alone decides the
+    user: headers cannot impersonate anyone. A ``proxy_api_keys`` key belongs to a trusted
+    front end serving many users (Open WebUI): the user header names its user, inside the
+    key's namespace (``<namespace>:<user>``), so a front end's users are kept apart from each
+    other and can never act as a direct key's user or another front end's.
+
+Which conversations are the caller's:
+    Conversation ids are each user's own: ``trip`` of one user and ``trip`` of another are two
+    conversations, and every store call carries the user with the id. A route about an
+    existing conversation takes :data:`OwnedConversation`: the caller's conversation of the
+    path's id, or 404 when the caller has none of that id (whatever other users have, so ids
+    can neither be probed nor taken). Routes that write (adding turns, chatting, LangServe's
+    ``/memory``) create the conversation when it is missing, so they need only the user.
+
+Blocking work:
+    A route or dependency that reads or writes a store is a plain ``def``: FastAPI runs it in
+    its threadpool, one thread hop for the whole function. Those that do no I/O are ``async
+    def``, since a plain ``def`` one would cost a hop per request for a dictionary lookup or a
+    header check. The chat route is the one ``async def`` route with blocking steps, because
+    it streams the model's reply; it runs them with LangChain's ``run_in_executor``, as the
+    chat chain's own steps do.
 """
 
 from __future__ import annotations
@@ -15,10 +40,14 @@ from __future__ import annotations
 import hmac
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 
-from memory_chain.errors import InvalidInputError
-from memory_chain.schemas import validate_id
+from memory_chain.chain import LLMUnavailableError
+from memory_chain.config import MemorySettings
+from memory_chain.consolidation import ConsolidationService
+from memory_chain.errors import ConversationNotFoundError, InvalidInputError
+from memory_chain.manager import MemoryManager
+from memory_chain.schemas import ID_PATTERN, ConversationInfo, validate_id
 from memory_chain.services import Services
 
 USER_HEADERS = ("x-user-id", "x-openwebui-user-id")
@@ -28,11 +57,6 @@ def get_services(request: Request) -> Services:
     """The running app's services."""
     services: Services = request.app.state.services
     return services
-
-
-# The dependencies below are ``async def`` although they do no I/O: FastAPI runs a plain
-# ``def`` dependency in its threadpool, a thread hop per dependency and request (two on every
-# chat request) for a dictionary lookup or a header check.
 
 
 async def services_dependency(request: Request) -> Services:
@@ -134,3 +158,79 @@ async def current_user(request: Request, services: ServicesDep) -> str:
 
 
 CurrentUser = Annotated[str, Depends(current_user)]
+
+
+async def memory_dependency(services: ServicesDep) -> MemoryManager:
+    """FastAPI dependency: the memory manager, the routes' way into every tier."""
+    return services.manager
+
+
+MemoryDep = Annotated[MemoryManager, Depends(memory_dependency)]
+
+
+async def settings_dependency(services: ServicesDep) -> MemorySettings:
+    """FastAPI dependency: the server's settings."""
+    return services.settings
+
+
+SettingsDep = Annotated[MemorySettings, Depends(settings_dependency)]
+
+ConversationId = Annotated[
+    str,
+    Path(
+        pattern=f"^{ID_PATTERN.pattern}$",
+        description="1-128 letters, digits and '._:@-', starting with a letter or digit.",
+    ),
+]
+
+
+def owned_conversation(
+    conversation_id: ConversationId, memory: MemoryDep, user: CurrentUser
+) -> ConversationInfo:
+    """FastAPI dependency: the caller's conversation named by the path (one SQL lookup).
+
+    Raises:
+        ConversationNotFoundError: When the caller has no conversation of that id (404).
+    """
+    info = memory.conversation(conversation_id, user)
+    if info is None:
+        raise ConversationNotFoundError(conversation_id)
+    return info
+
+
+OwnedConversation = Annotated[ConversationInfo, Depends(owned_conversation)]
+
+
+async def consolidation_dependency(services: ServicesDep) -> ConsolidationService | None:
+    """FastAPI dependency: the consolidation service; ``None`` on a server without an LLM."""
+    return services.consolidation
+
+
+ConsolidationDep = Annotated[ConsolidationService | None, Depends(consolidation_dependency)]
+
+
+def summarizer(services: ServicesDep) -> ConsolidationService:
+    """FastAPI dependency: consolidation, when an LLM can summarize now.
+
+    Asks a model that was missing at start-up whether it is back (a short HTTP request).
+
+    Raises:
+        LLMUnavailableError: When the server runs without an LLM, or it cannot be reached
+            (503, with what to start).
+    """
+    consolidation, models = services.consolidation, services.models
+    if consolidation is None or models is None:
+        raise LLMUnavailableError(
+            "this server runs without an LLM, so it cannot summarize: start it with one "
+            "(Ollama at MEMORY_CHAIN_OLLAMA_BASE_URL, or MEMORY_CHAIN_LLM_FALLBACK=embedded); "
+            "the turns stay stored and unsummarized"
+        )
+    if not models.reachable():
+        raise LLMUnavailableError(
+            f"no LLM to summarize with ({models.detail}); the turns stay stored and are "
+            "summarized once it is reachable"
+        )
+    return consolidation
+
+
+SummarizerDep = Annotated[ConsolidationService, Depends(summarizer)]

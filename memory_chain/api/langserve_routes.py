@@ -23,6 +23,7 @@ from langserve import add_routes
 from memory_chain.api.deps import get_services, resolve_user
 from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.manager import MemoryManager
 from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import validate_id
 
@@ -76,7 +77,13 @@ def _conversation_from(config: dict[str, Any], request: Request) -> str | None:
 
 
 def config_modifier(required_conversation: bool) -> Any:
-    """A ``per_req_config_modifier`` that sets the user and checks the conversation."""
+    """A ``per_req_config_modifier`` that sets the user and checks the conversation.
+
+    LangServe calls it with the config and the request, outside FastAPI's dependencies, so it
+    resolves the user with the function behind :data:`~memory_chain.api.deps.CurrentUser`.
+    Nothing needs to own the conversation first: the chat creates the caller's conversation
+    of that id when it is missing, and the retriever searches only the caller's.
+    """
 
     async def modify(config: dict[str, Any], request: Request) -> dict[str, Any]:
         services = get_services(request)
@@ -108,7 +115,7 @@ def config_modifier(required_conversation: bool) -> Any:
     return modify
 
 
-def retriever_target(services: Any) -> Runnable[Any, Any]:
+def retriever_target(memory: MemoryManager) -> Runnable[Any, Any]:
     """The memory retriever (the chat's own fused search), user and conversation per request."""
 
     def search(query: str, config: RunnableConfig) -> list[Document]:
@@ -118,7 +125,7 @@ def retriever_target(services: Any) -> Runnable[Any, Any]:
             raise InvalidInputError("the query is not valid Unicode text: send UTF-8") from exc
         configurable = config.get("configurable", {})
         retriever = MemoryRetriever(
-            search=services.manager.memory_search,
+            search=memory.memory_search,
             user_id=configurable["user_id"],
             conversation_id=configurable.get("conversation_id") or None,
         )

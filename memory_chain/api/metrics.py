@@ -25,7 +25,6 @@ from memory_chain import __version__, metrics
 from memory_chain.api.deps import ServicesDep, metrics_access
 from memory_chain.errors import MemoryChainError
 from memory_chain.services import Services
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class StoredData:
         )
         try:
             counts = services.store.counts()
-            queued = EmbeddingOutbox(services.store).count() if services.vectors else 0
+            queued = services.queued_turns()
         except MemoryChainError as exc:
             logger.warning("metrics: tier 2 did not answer: %s", exc)
         else:

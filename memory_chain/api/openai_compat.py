@@ -11,7 +11,8 @@ Which conversation a request belongs to and which of its messages are stored is 
 
 Errors have OpenAI's shape plus the API's usual ``detail``:
 ``{"error": {"message", "type", "param", "code"}, "detail": message}``. A stream that fails
-after it started ends with an ``{"error": ...}`` event and ``[DONE]``.
+after it started ends with an ``{"error": ...}`` event and ``[DONE]``
+(:mod:`memory_chain.api.openai_errors`).
 """
 
 from __future__ import annotations
@@ -20,14 +21,12 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -39,7 +38,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
-from memory_chain.api.errors import status_of
 from memory_chain.api.openai_bodies import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -51,6 +49,7 @@ from memory_chain.api.openai_bodies import (
     ReplyMessage,
     Usage,
 )
+from memory_chain.api.openai_errors import ERRORS, OpenAIErrors, error_response, stream_error_event
 from memory_chain.api.openai_history import (
     ParsedChat,
     Said,
@@ -60,86 +59,17 @@ from memory_chain.api.openai_history import (
 )
 from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
 from memory_chain.errors import MemoryChainError
+from memory_chain.manager import MemoryManager
 from memory_chain.messages import message_text
 from memory_chain.schemas import NewTurn, Turn, validate_new_turns
 from memory_chain.services import Services
-from memory_chain.tiers.sql import SQLStore
 
 logger = logging.getLogger(__name__)
 
 #: The ``created`` of the model card: when this process loaded the module (stable per run).
 _STARTED = int(time.time())
-_ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 503: "service_unavailable"}
 
-
-# -- errors ---------------------------------------------------------------------------------
-
-
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    """An error in OpenAI's shape, with the API's usual ``detail`` too."""
-    kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
-    body = {
-        "error": {"message": message, "type": kind, "param": None, "code": status},
-        "detail": message,
-    }
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _validation_message(error: RequestValidationError) -> str:
-    parts = []
-    for item in error.errors()[:5]:
-        if item.get("type") == "json_invalid":
-            return "the request body is not valid JSON: send a chat completion request object"
-        where = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
-        parts.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
-    return "invalid request: " + "; ".join(parts) + " (see the OpenAI chat completions API)"
-
-
-def _with_llm_detail(request: Request, message: str) -> str:
-    """Add what start-up found (for instance no Ollama at the configured URL)."""
-    services: Services | None = getattr(request.app.state, "services", None)
-    models = services.models if services is not None else None
-    if models is not None and models.provider == "unavailable":
-        return f"{message} ({models.detail})"
-    return message
-
-
-class _OpenAIErrors(APIRoute):
-    """Answers this router's errors (validation, auth, library) in OpenAI's error shape."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        """The route handler, wrapped."""
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                return error_response(422, _validation_message(exc))
-            except HTTPException as exc:
-                return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
-            except MemoryChainError as exc:
-                status, message = status_of(exc), str(exc)
-                if isinstance(exc, LLMUnavailableError):
-                    message = _with_llm_detail(request, message)
-                if status >= 500:
-                    logger.error("chat completion failed: %s", message)
-                return error_response(status, message)
-
-        return route
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in [
-        (401, "Missing or unknown API key."),
-        (404, "Unknown conversation, or one of another user."),
-        (422, "Malformed request."),
-        (503, "The chat model or a store is unreachable; the message says what to start."),
-    ]
-}
-
-router = APIRouter(prefix="/v1", tags=["openai"], route_class=_OpenAIErrors)
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIErrors)
 
 
 # -- replies --------------------------------------------------------------------------------
@@ -208,7 +138,7 @@ async def _repeat_reply(
     services: Services, conversation_id: str, user_id: str, text: str
 ) -> AsyncGenerator[AIMessageChunk, None]:
     """A new answer to the last stored exchange, from memory without that exchange."""
-    context = await services.manager.aretrieve(conversation_id, user_id, text)
+    context = await run_in_executor(None, services.manager.retrieve, conversation_id, user_id, text)
     recent = context.recent
     if (
         len(recent) >= 2
@@ -221,20 +151,20 @@ async def _repeat_reply(
 
 
 def _stored(
-    store: SQLStore, conversation_id: str, user_id: str, history: int
+    memory: MemoryManager, conversation_id: str, user_id: str, history: int
 ) -> tuple[int, list[Turn]]:
     """The stored turn count and the turns to compare with the client's history.
 
     All the turns when there are no more than the ``history`` messages the client sent, else
-    the last four. A conversation id another user chose is not this user's (0 turns).
+    the last four (and any stored since the count was read). A conversation id another user
+    chose is a different conversation, this user's own (0 turns until they write to it).
     """
-    info = store.get_conversation(conversation_id, user_id=user_id)
+    info = memory.conversation(conversation_id, user_id)
     count = info.turn_count if info is not None else 0
     if count == 0:
         return 0, []
-    if count <= history:
-        return count, store.get_turns(conversation_id, user_id=user_id)
-    return count, store.recent_turns(conversation_id, 4, user_id=user_id)
+    after = 0 if count <= history else count - 4
+    return count, memory.turns(conversation_id, user_id, after=after)
 
 
 async def _reply_for(
@@ -243,7 +173,7 @@ async def _reply_for(
     """Store what the client has and the server lacks; the reply to stream."""
     # Both reads in one worker-thread hop: each hop costs the event loop a thread wake-up.
     count, turns = await run_in_executor(
-        None, _stored, services.store, cid, user, len(parsed.history)
+        None, _stored, services.manager, cid, user, len(parsed.history)
     )
     plan = plan_history(parsed.history, [Said.of(t) for t in turns], count, parsed.new_text)
     if plan.action != "append":
@@ -258,7 +188,7 @@ async def _reply_for(
             HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)
             for said in plan.missing
         ]
-        await services.manager.aadd_turns(cid, user, missing)
+        await run_in_executor(None, services.manager.add_turns, cid, user, missing)
     return _chain_reply(services, cid, user, parsed.new_text)
 
 
@@ -287,7 +217,7 @@ async def _usage(services: Services, reply: AIMessageChunk | None, prompt_text: 
 # -- routes ---------------------------------------------------------------------------------
 
 
-@router.get("/models", response_model=ModelList, responses={401: _ERRORS[401]})
+@router.get("/models", response_model=ModelList, responses={401: ERRORS[401]})
 async def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
     """The model that answers (any model name is accepted in chat completions)."""
     return ModelList(data=[ModelCard(id=served_model(services), created=_STARTED)])
@@ -296,7 +226,7 @@ async def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
 @router.get(
     "/models/{model_id:path}",
     response_model=ModelCard,
-    responses={401: _ERRORS[401], 404: {"model": ErrorBody, "description": "Another model."}},
+    responses={401: ERRORS[401], 404: {"model": ErrorBody, "description": "Another model."}},
 )
 async def get_model(model_id: str, services: ServicesDep, _user: CurrentUser) -> Response:
     """The model, if ``model_id`` names the one that answers."""
@@ -316,7 +246,7 @@ async def get_model(model_id: str, services: ServicesDep, _user: CurrentUser) ->
             "chat.completion.chunk events ending with [DONE].",
             "content": {"text/event-stream": {}},
         },
-        **_ERRORS,
+        **ERRORS,
     },
 )
 async def chat_completions(
@@ -411,15 +341,8 @@ class _Answer:
                     if text := message_text(chunk):
                         yield self._delta({"content": text})
         except Exception as exc:
-            # The status line is sent: the error goes in the stream, as OpenAI does.
-            if isinstance(exc, MemoryChainError):
-                status, message = status_of(exc), str(exc)
-            else:
-                logger.exception("chat completion stream failed")
-                status, message = 500, f"the reply failed ({type(exc).__name__}): see the log"
-            kind = _ERROR_TYPES.get(status, "server_error")
-            error = {"message": message, "type": kind, "param": None, "code": status}
-            yield f"data: {json.dumps({'error': error}, ensure_ascii=False)}\n\n"
+            # The status line is sent: the error goes in the stream.
+            yield stream_error_event(exc)
             yield "data: [DONE]\n\n"
             return
         finally:

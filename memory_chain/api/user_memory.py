@@ -15,18 +15,15 @@ Every endpoint acts only on the calling user, as the API key (or user header) de
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
-from langchain_core.runnables.config import run_in_executor
-from pydantic import BaseModel, Field
 
-from memory_chain.api.deps import CurrentUser, ServicesDep
+from memory_chain.api.deps import CurrentUser, MemoryDep, SettingsDep
+from memory_chain.api.models import FactsResponse, Me
 from memory_chain.errors import FactNotFoundError
 from memory_chain.schemas import ID_PATTERN
-from memory_chain.transfer.jsonl import export_lines
 
 router = APIRouter(prefix="/v1", tags=["users"])
 
@@ -34,38 +31,15 @@ router = APIRouter(prefix="/v1", tags=["users"])
 FACT_ID = re.compile(f"(?P<conversation>{ID_PATTERN.pattern}):(?P<turn>[1-9][0-9]{{0,9}})")
 
 
-class Me(BaseModel):
-    """Who the caller is to this server."""
-
-    user_id: str
-    keys_required: bool = Field(description="Whether the server asks every request for a key.")
-
-
-class Fact(BaseModel):
-    """A remembered fact: the user turn that asked for it."""
-
-    id: str = Field(description="'<conversation_id>:<turn_number>'; DELETE /v1/facts/{id}.")
-    conversation_id: str
-    turn_number: int
-    content: str
-    timestamp: datetime
-
-
-class FactsResponse(BaseModel):
-    """The caller's facts, newest first."""
-
-    facts: list[Fact]
-
-
 @router.get("/me", response_model=Me)
-async def me(services: ServicesDep, user: CurrentUser) -> Me:
+async def me(settings: SettingsDep, user: CurrentUser) -> Me:
     """The user this request acts as (checks the key, as every endpoint does)."""
-    return Me(user_id=user, keys_required=services.settings.keys_required)
+    return Me(user_id=user, keys_required=settings.keys_required)
 
 
 @router.get("/facts", response_model=FactsResponse, responses={503: {"description": "Tier 3 off."}})
-async def list_facts(
-    services: ServicesDep,
+def list_facts(
+    memory: MemoryDep,
     user: CurrentUser,
     conversation_id: Annotated[
         str | None,
@@ -80,24 +54,10 @@ async def list_facts(
     ] = False,
 ) -> FactsResponse:
     """The caller's remembered facts, newest first (never those of purged conversations)."""
-    found = await run_in_executor(
-        None,
-        lambda: services.manager.facts(
-            user, conversation_id=conversation_id, include_archived=include_archived, limit=limit
-        ),
+    found = memory.facts(
+        user, conversation_id=conversation_id, include_archived=include_archived, limit=limit
     )
-    return FactsResponse(
-        facts=[
-            Fact(
-                id=f"{fact.conversation_id}:{fact.turn_number}",
-                conversation_id=fact.conversation_id,
-                turn_number=fact.turn_number,
-                content=fact.content,
-                timestamp=fact.timestamp,
-            )
-            for fact in found
-        ]
-    )
+    return FactsResponse(facts=found)
 
 
 @router.delete(
@@ -105,7 +65,7 @@ async def list_facts(
     status_code=status.HTTP_204_NO_CONTENT,
     responses={404: {"description": "No such fact of the caller."}},
 )
-async def delete_fact(
+def delete_fact(
     fact_id: Annotated[
         str,
         Path(
@@ -113,16 +73,14 @@ async def delete_fact(
             description="A fact's id from GET /v1/facts: '<conversation_id>:<turn_number>'.",
         ),
     ],
-    services: ServicesDep,
+    memory: MemoryDep,
     user: CurrentUser,
 ) -> Response:
     """Forget a remembered fact: it is never offered again (the turn stays in its chat)."""
     match = FACT_ID.fullmatch(fact_id)
     if match is None:  # pragma: no cover - the path pattern checked it
         raise FactNotFoundError(fact_id)
-    conversation, turn = match["conversation"], int(match["turn"])
-    found = await run_in_executor(None, services.manager.dismiss_fact, user, conversation, turn)
-    if not found:
+    if not memory.dismiss_fact(user, match["conversation"], int(match["turn"])):
         raise FactNotFoundError(fact_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -132,17 +90,20 @@ async def delete_fact(
     response_class=StreamingResponse,
     responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSON Lines."}},
 )
-async def export_me(services: ServicesDep, user: CurrentUser) -> StreamingResponse:
-    """Every conversation of the caller, one JSON object per line (``memory-chain export``)."""
+async def export_me(memory: MemoryDep, user: CurrentUser) -> StreamingResponse:
+    """Every conversation of the caller, one JSON object per line (``memory-chain export``).
+
+    The lines are read as they are sent (Starlette iterates them in its threadpool).
+    """
     return StreamingResponse(
-        export_lines(services.engine, user_id=user),
+        memory.export(user),
         media_type="application/x-ndjson",
         headers={"Content-Disposition": 'attachment; filename="memory-chain-export.jsonl"'},
     )
 
 
 @router.delete("/users/me", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_me(services: ServicesDep, user: CurrentUser) -> Response:
+def delete_me(memory: MemoryDep, user: CurrentUser) -> Response:
     """Erase the caller: every conversation, turn, summary, point and fact. Idempotent."""
-    await run_in_executor(None, services.manager.delete_user, user)
+    memory.delete_user(user)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

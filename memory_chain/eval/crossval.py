@@ -55,14 +55,17 @@ GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {
         "answer_of_question": (0.2, 0.4, 0.6),
         "question_penalty": (0.1, 0.2, 0.3),
         "time": (0.3, 0.5, 0.7),
+        "when_keyword": (0.4, 0.6, 0.8, 1.0),
     },
     "keyword": {
         "time": (0.0, 0.3, 0.5, 0.7, 1.0),
+        "when": (0.0, 0.15, 0.3),
     },
     "dense": {
         "answer_of_question": (0.2, 0.4, 0.6),
         "question_penalty": (0.1, 0.2, 0.3),
         "time": (0.3, 0.5, 0.7),
+        "when": (0.0, 0.15, 0.3),
     },
 }
 

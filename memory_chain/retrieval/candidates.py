@@ -30,6 +30,7 @@ class Candidates:
     Attributes:
         items: The candidates, keyword hits first.
         windows: The time windows the query names.
+        asks_when: Whether the query asks when something happened.
         keyword: Whether keyword search answered.
         semantic: Whether semantic search answered.
         degraded: What failed, in words.
@@ -40,6 +41,7 @@ class Candidates:
     keyword: bool
     semantic: bool
     degraded: list[str] = field(default_factory=list)
+    asks_when: bool = False
 
     def rank(self, weights: FusionWeights, limit: int) -> list[MemoryItem]:
         """The best ``limit`` items under ``weights``."""
@@ -48,6 +50,7 @@ class Candidates:
             weights=weights,
             limit=limit,
             windows=self.windows,
+            asks_when=self.asks_when,
             keyword=self.keyword,
             semantic=self.semantic,
         )

@@ -7,6 +7,7 @@ Here the scores themselves are combined (a convex combination, Bruch et al., "An
 Fusion Functions for Hybrid Retrieval", 2023):
 
     score = a * bm25 / best_bm25  +  (1 - a) * semantic  +  time * in_window
+                                                       +  when * (asks when, says when)
 
 - ``bm25 / best_bm25`` puts keyword scores on 0..1 whatever the query's length; a turn that
   keyword search did not find has 0.
@@ -17,6 +18,10 @@ Fusion Functions for Hybrid Retrieval", 2023):
   that asks something loses ``question_penalty`` of its own.
 - ``in_window`` is 1 for a turn inside a time window the query names
   (:mod:`.timeframes`), extended by ``time_slack``.
+- A query that asks *when* prefers turns that say when something happened
+  (:func:`.timeframes.asks_when`, :func:`.timeframes.mentions_time`), and leans on keyword
+  search (``a`` is ``when_keyword`` for it): such a question names its event in the words
+  the dated turn used.
 
 Every number was chosen by leave-one-conversation-out cross-validation on LoCoMo
 conversations (``memory-chain eval locomo FILE --cross-validate``): each is the value most
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from memory_chain.retrieval.timeframes import TimeWindow
+from memory_chain.retrieval.timeframes import TimeWindow, mentions_time
 from memory_chain.schemas import MemoryItem
 
 
@@ -46,18 +51,23 @@ class FusionWeights:
         question_penalty: Share of its own cosine a question turn loses.
         time: Bonus of a turn inside a time window the query names.
         time_slack: How far past a window's end a turn still counts as inside it.
+        when: Bonus of a turn that says when something happened, for a query asking when.
+        when_keyword: The keyword share (instead of ``keyword``) for a query asking when.
     """
 
     keyword: float = 0.4
-    answer_of_question: float = 0.4
+    answer_of_question: float = 0.6
     question_penalty: float = 0.2
     time: float = 0.3
     time_slack: timedelta = timedelta(days=7)
+    when: float = 0.15
+    when_keyword: float = 0.8
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.keyword <= 1.0:
-            raise ValueError(f"keyword weight must be within 0..1, got {self.keyword}")
-        for name in ("answer_of_question", "question_penalty", "time"):
+        for name in ("keyword", "when_keyword"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} weight must be within 0..1, got {getattr(self, name)}")
+        for name in ("answer_of_question", "question_penalty", "time", "when"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -118,6 +128,7 @@ def score_candidates(
     *,
     weights: FusionWeights,
     windows: Sequence[TimeWindow] = (),
+    asks_when: bool = False,
     keyword: bool = True,
     semantic: bool = True,
 ) -> list[float]:
@@ -127,6 +138,7 @@ def score_candidates(
         candidates: Turns, summaries and facts found for one query.
         weights: The fusion's numbers.
         windows: Time windows the query names.
+        asks_when: Whether the query asks when something happened.
         keyword: Whether keyword search ran (its part is left out when it did not).
         semantic: Whether semantic search ran.
 
@@ -139,8 +151,11 @@ def score_candidates(
     )
     # A turn not embedded yet (tier-3 queue) ranks as the least similar turn found.
     floor = min((c.cosine for c in candidates if c.cosine is not None), default=0.0)
-    a = weights.keyword if semantic else 1.0
-    b = (1.0 - weights.keyword) if keyword else 1.0
+    # A question asking when names the event in its own words ("When did you adopt Luna?"),
+    # and the turn that dates it says so in those words: keyword search is the surer guide.
+    share = weights.when_keyword if asks_when else weights.keyword
+    a = share if semantic else 1.0
+    b = (1.0 - share) if keyword else 1.0
     scores: list[float] = []
     for candidate in candidates:
         kind = candidate.item.kind
@@ -157,6 +172,8 @@ def score_candidates(
             score += b * _semantic(candidate, floor, weights)
         if windows and _in_window(candidate.item.timestamp, windows, weights.time_slack):
             score += weights.time
+        if asks_when and mentions_time(candidate.item.content):
+            score += weights.when
         scores.append(score)
     return scores
 
@@ -167,6 +184,7 @@ def rank(
     weights: FusionWeights,
     limit: int,
     windows: Sequence[TimeWindow] = (),
+    asks_when: bool = False,
     keyword: bool = True,
     semantic: bool = True,
 ) -> list[MemoryItem]:
@@ -175,7 +193,12 @@ def rank(
     Ties keep the candidates' order (keyword hits first, best first).
     """
     scores = score_candidates(
-        candidates, weights=weights, windows=windows, keyword=keyword, semantic=semantic
+        candidates,
+        weights=weights,
+        windows=windows,
+        asks_when=asks_when,
+        keyword=keyword,
+        semantic=semantic,
     )
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])[: max(limit, 0)]
     return [

@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field
 
 from memory_chain.errors import InvalidInputError
@@ -111,3 +115,13 @@ class MemoryRetriever(BaseRetriever):
             tags=tags,
         )
         return [item_to_document(item, user_id) for item in found.items]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        # Not async I/O: the same search in a worker thread, as langchain-core's default runs
+        # it, but that default takes no per-call arguments (``ainvoke(query, k=3)`` would
+        # raise TypeError), so it is overridden to pass them on.
+        return await run_in_executor(
+            None, self._get_relevant_documents, query, run_manager=run_manager.get_sync(), **kwargs
+        )

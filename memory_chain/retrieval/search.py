@@ -51,7 +51,7 @@ from memory_chain.retrieval.candidates import (
     wanted_neighbours,
 )
 from memory_chain.retrieval.fusion import FusionWeights, is_question
-from memory_chain.retrieval.timeframes import TimeWindow, time_windows
+from memory_chain.retrieval.timeframes import TimeWindow, asks_when, time_windows
 from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
@@ -220,7 +220,11 @@ class MemorySearch:
         )
         pool = Pool(exclude)
         found = Candidates(
-            pool.items, time_windows(query, now=now or utcnow()), keyword=False, semantic=False
+            pool.items,
+            time_windows(query, now=now or utcnow()),
+            keyword=False,
+            semantic=False,
+            asks_when=asks_when(query),
         )
         tier3 = self.tier3 if settings.mode != "keyword" and query.strip() else None
         keyword: Future[KeywordSide] | None = None

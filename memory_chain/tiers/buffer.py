@@ -1,7 +1,7 @@
 """Tier 1: working memory, an in-process cache of each conversation's last turns.
 
 :class:`TurnBuffer` keeps the last ``max_turns`` turns of at most ``max_conversations``
-conversations (least recently used evicted first), with the seed's conversation metadata. It is
+conversations (least recently used evicted first), with each conversation's metadata. It is
 a cache of tier 2: :class:`BufferChatMessageHistory` fills it from SQL on a miss and writes
 every new turn through to SQL before caching it, so losing the buffer (a restart, an eviction)
 loses nothing.
@@ -74,7 +74,7 @@ class TurnBuffer:
     """A bounded, thread-safe LRU cache of recent turns per conversation.
 
     Args:
-        max_turns: Turns kept per conversation (the seed's ``memory_tier1_max_turns``).
+        max_turns: Turns kept per conversation (``memory_tier1_max_turns`` in the settings).
         max_conversations: Conversations kept; the least recently used is evicted first.
     """
 

@@ -14,10 +14,11 @@ traversal in ids, out-of-range pagination and an oversize body. Every such case 
 was.
 
 Two users: ``owner`` holds the seeded conversation that must never change; ``fuzzer`` is the
-key the generated requests use (so a lucky guess of the seed's id is also an isolation check),
-and owns a conversation of its own (and a fact in it) that the generator is pointed at half of
-the time. The generated requests include the caller's own-data routes (``/v1/facts``,
-``/v1/users/me/export`` and ``DELETE /v1/users/me``, which erases the fuzzer, never the owner).
+key the generated requests use (so a lucky guess of the owner's conversation id is also an
+isolation check), and owns a conversation of its own (and a fact in it) that the generator is
+pointed at half of the time. The generated requests include the caller's own-data routes
+(``/v1/facts``, ``/v1/users/me/export`` and ``DELETE /v1/users/me``, which erases the fuzzer,
+never the owner).
 """
 
 from __future__ import annotations

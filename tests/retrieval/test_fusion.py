@@ -70,6 +70,32 @@ def test_a_turn_in_the_querys_time_window_gets_the_bonus() -> None:
     assert score_candidates([inside], weights=tight, windows=windows)[0] == pytest.approx(0.15)
 
 
+def test_a_query_asking_when_prefers_turns_that_say_when() -> None:
+    dated = Candidate(turn(1, "We adopted Luna two weeks ago."), cosine=0.4)
+    undated = Candidate(turn(2, "Luna loves the park."), cosine=0.45)
+    asking = score_candidates([dated, undated], weights=W, asks_when=True)
+    b = 1 - W.when_keyword  # the semantic share of a query asking when
+    assert asking == pytest.approx([b * 0.4 + W.when, b * 0.45])
+    assert [i.turn_number for i in rank([undated, dated], weights=W, limit=2, asks_when=True)] == [
+        1,
+        2,
+    ]
+    # A query that does not ask when gets no bonus, and a zero weight turns it off.
+    assert score_candidates([dated, undated], weights=W) == pytest.approx([0.2, 0.225])
+    off = replace(W, when=0.0)
+    assert score_candidates([dated], weights=off, asks_when=True) == pytest.approx([b * 0.4])
+
+
+def test_a_query_asking_when_leans_on_keyword_search() -> None:
+    worded = Candidate(turn(1, "Eva started the job."), keyword=6.0, cosine=0.2)
+    similar = Candidate(turn(2, "Eva loves her job."), keyword=3.0, cosine=0.8)
+    weights = replace(W, when_keyword=0.8)
+    assert [i.turn_number for i in rank([worded, similar], weights=weights, limit=2)] == [2, 1]
+    asking = score_candidates([worded, similar], weights=weights, asks_when=True)
+    assert asking == pytest.approx([0.8 * 1 + 0.2 * 0.2, 0.8 * 0.5 + 0.2 * 0.8])
+    assert asking[0] > asking[1]
+
+
 def test_one_source_alone_ranks_by_its_own_score() -> None:
     a = Candidate(turn(1), keyword=2.0, cosine=0.9)
     b = Candidate(turn(2), keyword=4.0, cosine=0.1)
@@ -106,7 +132,11 @@ def test_summaries_and_facts_have_scores_of_their_own() -> None:
 
 
 def test_weights_are_checked() -> None:
-    with pytest.raises(ValueError, match=r"within 0\.\.1"):
+    with pytest.raises(ValueError, match=r"keyword weight must be within 0\.\.1"):
         FusionWeights(keyword=1.5)
+    with pytest.raises(ValueError, match=r"when_keyword weight must be within 0\.\.1"):
+        FusionWeights(when_keyword=-0.2)
     with pytest.raises(ValueError, match="must not be negative"):
         FusionWeights(time=-1)
+    with pytest.raises(ValueError, match="when must not be negative"):
+        FusionWeights(when=-0.1)

@@ -140,6 +140,25 @@ def test_a_dated_question_prefers_turns_of_that_day(manager: MemoryManager) -> N
     assert found.items[0].timestamp.date() == DAY.date()
 
 
+def test_a_question_asking_when_prefers_the_turn_that_says_when(manager: MemoryManager) -> None:
+    add(
+        manager,
+        "eva",
+        "ana",
+        "Eva loves her job in Berlin.",
+        "Berlin is great.",
+        "Eva started the job in 2021.",
+        "Good for her.",
+    )
+    drain(manager)
+    question = "When did Eva start her job in Berlin?"
+    assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 3
+    # Without the rules for questions asking when, the closer match of meaning comes first.
+    weights = replace(manager.retrieval.weights, when=0.0, when_keyword=0.4)
+    manager.retrieval = replace(manager.retrieval, weights=weights)
+    assert manager.find(question, user_id="ana", limit=4).items[0].turn_number == 1
+
+
 def test_user_scope_spans_conversations_and_never_another_user(manager: MemoryManager) -> None:
     add(manager, "trip", "ana", *TRIP)
     add(manager, "work", "ana", "The Lisbon office opens in June.")
@@ -197,6 +216,19 @@ def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> Non
     assert [(d.metadata["turn_number"], d.metadata["score"]) for d in docs] == expected
     assert docs[0].page_content == TRIP[4]
     assert docs[0].metadata["sources"] == list(found.items[0].sources)
+
+
+async def test_retriever_ainvoke_takes_the_per_call_arguments(manager: MemoryManager) -> None:
+    add(manager, "trip", "ana", *TRIP)
+    drain(manager)
+    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=4)
+    query = "who looks after the cat?"
+    docs = await retriever.ainvoke(query, conversation_id="trip", k=2)
+    expected = retriever.invoke(query, conversation_id="trip", k=2)
+    assert len(docs) == 2
+    assert [(d.page_content, d.metadata) for d in docs] == [
+        (d.page_content, d.metadata) for d in expected
+    ]
 
 
 def test_keyword_search_in_a_worker_thread_changes_nothing(manager: MemoryManager) -> None:

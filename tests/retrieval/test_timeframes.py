@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_chain.retrieval.timeframes import time_windows
+from memory_chain.retrieval.timeframes import asks_when, mentions_time, time_windows
 
 NOW = datetime(2024, 3, 13, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -87,3 +87,39 @@ def test_relative_expressions_need_a_reference_time() -> None:
 def test_overlapping_expressions_count_once() -> None:
     # "May 2023" inside "3 May 2023" is not a second window.
     assert len(time_windows("on 3 May 2023, and in 2024", now=NOW)) == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did we move the launch?", True),
+        ("  when is Maria's birthday", True),
+        ("What year did you start painting?", True),
+        ("On what date was the contract signed?", True),
+        ("How long ago did you adopt the dog?", True),
+        ("What did you say when we met?", False),  # "when" not asking for a time
+        ("Whenever I cook, what do I forget?", False),
+        ("What is my favourite colour?", False),
+    ],
+)
+def test_questions_that_ask_when(query: str, expected: bool) -> None:
+    assert asks_when(query) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We went hiking last weekend.", True),
+        ("I adopted her two years ago", True),
+        ("Back in 2019 I lived in Lisbon.", True),
+        ("The recital is on Friday", True),
+        ("I started in March", True),
+        ("See you on May 12!", True),
+        ("It was a great summer.", False),  # a season alone says no when
+        ("May I bring a friend?", False),
+        ("Let's march on with the plan.", False),
+        ("Room 12 has 300 seats.", False),
+    ],
+)
+def test_texts_that_say_when(text: str, expected: bool) -> None:
+    assert mentions_time(text) is expected

@@ -1,4 +1,4 @@
-"""The migrated schema is the seed's, on SQLite and PostgreSQL."""
+"""The migrated schema has the tables, columns and indexes the stores use (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from memory_chain.tiers.sql import check_schema, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision, downgrade, head_revision
 from memory_chain.tiers.sql.models import Base
 
-SEED_COLUMNS = {
+SCHEMA_COLUMNS = {
     "conversations": [
         "id", "conversation_id", "user_id", "created_at", "last_message_at", "turn_count",
         "total_tokens", "summary", "status",
@@ -31,9 +31,9 @@ SEED_COLUMNS = {
 }  # fmt: skip
 
 
-def test_tables_columns_and_indexes_are_the_seeds(engine: Engine) -> None:
+def test_tables_columns_and_indexes_are_as_documented(engine: Engine) -> None:
     inspector = inspect(engine)
-    for table, columns in SEED_COLUMNS.items():
+    for table, columns in SCHEMA_COLUMNS.items():
         assert [c["name"] for c in inspector.get_columns(table)] == columns
     indexes = {i["name"]: i for i in inspector.get_indexes("conversation_turns")}
     assert indexes["idx_conversation_id"]["column_names"] == ["conversation_id"]
@@ -77,7 +77,7 @@ def test_check_schema_and_round_trip(sql_url: str) -> None:
         assert current_revision(engine) is None
         assert inspect(engine).get_table_names() == ["alembic_version"]
         upgrade(engine)
-        assert set(SEED_COLUMNS) <= set(inspect(engine).get_table_names())
+        assert set(SCHEMA_COLUMNS) <= set(inspect(engine).get_table_names())
     finally:
         engine.dispose()
 

@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, SchemaNotReadyError
 from memory_chain.schemas import NewTurn, TokenUsage
@@ -379,20 +379,6 @@ def test_concurrent_writers_get_contiguous_turn_numbers(store: SQLStore) -> None
     info = store.get_conversation("hot", user_id="default")
     assert info is not None
     assert info.turn_count == total
-
-
-async def test_async_methods(store: SQLStore) -> None:
-    stored = await store.aappend_turns("a", [NewTurn("user", "async hello")], user_id="u")
-    assert stored[0].turn_number == 1
-    assert [t.content for t in await store.aget_turns("a", user_id="u")] == ["async hello"]
-    assert [t.content for t in await store.arecent_turns("a", 1, user_id="u")] == ["async hello"]
-    info = await store.aget_conversation("a", user_id="u")
-    assert info is not None
-    assert [h.turn_number for h in await store.asearch("hello", user_id="u")] == [1]
-    assert await store.aadd_summary("a", "greeting", (1, 1), user_id="u") is not None
-    assert await store.adelete_conversation("a", user_id="u")
-    with store.engine.connect() as conn:
-        assert conn.execute(select(func.count()).select_from(turns)).scalar_one() == 0
 
 
 def test_unmigrated_database_says_how_to_fix(sql_url: str) -> None:

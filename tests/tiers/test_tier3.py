@@ -158,10 +158,19 @@ async def test_retriever_async_and_bad_arguments(
     queued_store: SQLStore, index: VectorIndex, embeddings: SentenceEmbeddings
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
-    await TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings).adrain()
+    store_conversation(queued_store, "code", "ana", OTHER)
+    TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings).drain()
     retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana")
     docs = await retriever.ainvoke("vegetarian food", k=2)
+    assert len(docs) == 2
     assert docs[0].metadata["turn_number"] in (7, 8)
+    # ainvoke passes the per-call arguments on, as invoke does, and finds the same turns.
+    args: dict[str, Any] = {"k": 1, "conversation_id": "code", "roles": ["user"]}
+    found = await retriever.ainvoke("programming", **args)
+    assert [d.id for d in found] == [d.id for d in retriever.invoke("programming", **args)]
+    assert [(d.metadata["conversation_id"], d.metadata["turn_number"]) for d in found] == [
+        ("code", 1)
+    ]
     for bad in ({"k": 0}, {"k": "3"}, {"user_id": "bob"}, {"conversation_id": "../x"}):
         with pytest.raises(InvalidInputError):
             retriever.invoke("x", **bad)

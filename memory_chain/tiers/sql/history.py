@@ -30,7 +30,8 @@ class SQLChatMessageHistory(BaseChatMessageHistory):
     """Every stored turn of one conversation (or its last ``max_messages``).
 
     ``add_messages`` stores a whole batch in one transaction; ``clear`` deletes the
-    conversation with its turns and summaries.
+    conversation with its turns and summaries. The async methods are langchain-core's: they
+    run these in a worker thread, since SQLAlchemy's engine here is a blocking one.
 
     Args:
         store: The tier-2 store.
@@ -66,32 +67,12 @@ class SQLChatMessageHistory(BaseChatMessageHistory):
             turns = self.store.get_turns(self.conversation_id, user_id=self.user_id)
         return [to_message(turn) for turn in turns]
 
-    async def aget_messages(self) -> list[BaseMessage]:
-        """Async :attr:`messages`."""
-        if self.max_messages is not None:
-            turns = await self.store.arecent_turns(
-                self.conversation_id, self.max_messages, user_id=self.user_id
-            )
-        else:
-            turns = await self.store.aget_turns(self.conversation_id, user_id=self.user_id)
-        return [to_message(turn) for turn in turns]
-
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Store messages in one transaction."""
         self.store.append_turns(
             self.conversation_id, to_new_turns(messages, self.counter), user_id=self.user_id
         )
 
-    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Async :meth:`add_messages`."""
-        await self.store.aappend_turns(
-            self.conversation_id, to_new_turns(messages, self.counter), user_id=self.user_id
-        )
-
     def clear(self) -> None:
         """Delete the conversation, its turns and its summaries."""
         self.store.delete_conversation(self.conversation_id, user_id=self.user_id)
-
-    async def aclear(self) -> None:
-        """Async :meth:`clear`."""
-        await self.store.adelete_conversation(self.conversation_id, user_id=self.user_id)

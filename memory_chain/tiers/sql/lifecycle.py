@@ -17,7 +17,6 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from langchain_core.runnables.config import run_in_executor
 from sqlalchemy import (
     Connection,
     Engine,
@@ -277,9 +276,3 @@ class ConversationLifecycle:
         with storage_errors(), self.engine.connect() as conn:
             rows = conn.execute(statement).all()
         return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
-
-    async def adelete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
-        """Async :meth:`delete_conversation`."""
-        return await run_in_executor(
-            None, self.delete_conversation, conversation_id, user_id=user_id
-        )

@@ -1,12 +1,12 @@
-"""Tier-2 tables: the seed's schema, column for column.
+"""Tier-2 tables: conversations, their turns and summaries, and the queues beside them.
 
 The tables are created by the Alembic migrations in ``migrations/`` (``memory-chain migrate``
 or :func:`memory_chain.tiers.sql.migrate.upgrade`), never by a constructor. These definitions
 are what the queries are built from; a test checks that they match the migrated schema.
 
-Beyond the seed: an index on ``conversations(user_id)`` (every read is scoped to a user), a
-unique index on ``(conversation_id, turn_range_start)`` of ``conversation_summaries``, so that
-a repeated or concurrent consolidation of one range cannot write two summaries, the
+Besides the tables' keys: an index on ``conversations(user_id)`` (every read is scoped to a
+user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversation_summaries``,
+so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
 and ``dismissed_facts`` (migration 0006), the claims on both queues (migration 0009), and the
 full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on

@@ -22,7 +22,7 @@ def stored_id(user_id: str, conversation_id: str) -> str:
 
     Conversation ids are each user's own: two users may both have a conversation "notes"
     (an Open WebUI chat id, a name a client chose), and neither can learn from a write whether
-    the other uses an id. Tier 2 keeps the seed's single ``conversation_id`` column (and its
+    the other uses an id. Tier 2 keeps its single ``conversation_id`` column (and its
     foreign keys) by storing ``"<user_id>/<conversation_id>"`` in it; everything above tier 2
     sees the client's id.
     """
@@ -52,7 +52,7 @@ def conversation_scope(column: Any, user_id: str | None, conversation_id: str | 
 
 
 def naive_utc(value: datetime) -> datetime:
-    """UTC wall time without tzinfo: what the seed's ``TIMESTAMP`` columns hold."""
+    """UTC wall time without tzinfo: what the schema's ``TIMESTAMP`` columns hold."""
     return as_utc(value).replace(tzinfo=None)
 
 

@@ -34,7 +34,6 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from langchain_core.runnables.config import run_in_executor
 from sqlalchemy import (
     Connection,
     Engine,
@@ -561,82 +560,3 @@ class SQLStore(ConversationLifecycle):
                 share=share,
                 min_rows=min_rows,
             )
-
-    # -- async twins ----------------------------------------------------------------------
-
-    async def aappend_turns(
-        self, conversation_id: str, new_turns: Sequence[NewTurn], *, user_id: str = DEFAULT_USER_ID
-    ) -> list[Turn]:
-        """Async :meth:`append_turns`."""
-        return await run_in_executor(
-            None, self.append_turns, conversation_id, new_turns, user_id=user_id
-        )
-
-    async def aadd_summary(
-        self,
-        conversation_id: str,
-        summary_text: str,
-        turn_range: tuple[int, int],
-        *,
-        token_count: int | None = None,
-        running_summary: str | None = None,
-        user_id: str,
-    ) -> Summary | None:
-        """Async :meth:`add_summary`."""
-        return await run_in_executor(
-            None,
-            self.add_summary,
-            conversation_id,
-            summary_text,
-            turn_range,
-            token_count=token_count,
-            running_summary=running_summary,
-            user_id=user_id,
-        )
-
-    async def aget_conversation(
-        self, conversation_id: str, *, user_id: str
-    ) -> ConversationInfo | None:
-        """Async :meth:`get_conversation`."""
-        return await run_in_executor(None, self.get_conversation, conversation_id, user_id=user_id)
-
-    async def aget_turns(
-        self,
-        conversation_id: str,
-        *,
-        user_id: str,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> list[Turn]:
-        """Async :meth:`get_turns`."""
-        return await run_in_executor(
-            None, self.get_turns, conversation_id, user_id=user_id, after=after, limit=limit
-        )
-
-    async def arecent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
-        """Async :meth:`recent_turns`."""
-        return await run_in_executor(
-            None, self.recent_turns, conversation_id, count, user_id=user_id
-        )
-
-    async def asearch(
-        self,
-        query: str,
-        *,
-        user_id: str | None,
-        conversation_id: str | None = None,
-        kinds: Sequence[Kind] = ("turn", "summary"),
-        limit: int = 10,
-        include_archived: bool = False,
-    ) -> list[KeywordHit]:
-        """Async :meth:`search`."""
-        return await run_in_executor(
-            None,
-            self.search,
-            query,
-            user_id=user_id,
-            conversation_id=conversation_id,
-            kinds=kinds,
-            limit=limit,
-            include_archived=include_archived,
-        )

@@ -172,10 +172,6 @@ class SentenceEmbeddings(LocalEmbeddings):
         set_torch_threads(self.threads)
         return model
 
-    def is_loaded(self) -> bool:
-        """Whether this process has loaded the model already."""
-        return (self.model_name, self.device) in _models
-
     def _encode(self, texts: list[str], batch_size: int) -> Any:
         return self.model.encode(
             texts,

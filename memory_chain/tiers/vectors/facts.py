@@ -1,6 +1,6 @@
 """User facts: what a user asked to remember, searchable from all their conversations.
 
-Facts live in their own collection (the seed's ``user_facts``) with the same payload as turns
+Facts live in their own collection (``user_facts`` by default) with the same payload as turns
 (the turn that said "remember this"), so the same :class:`VectorIndex` backends serve them.
 
 A fact is a user turn that asks to be remembered (:data:`EXPLICIT_SAVE`). It is derived from

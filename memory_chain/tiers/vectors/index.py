@@ -5,7 +5,7 @@ pgvector, :mod:`.qdrant` for a Qdrant server, cluster or qdrant-client's local/i
 keep their own types behind this interface, so the rest of memory_chain never imports a
 vector engine.
 
-Points carry the seed's payload (``conversation_id``, ``user_id``, ``turn_number``, ``role``,
+Points carry a flat payload (``conversation_id``, ``user_id``, ``turn_number``, ``role``,
 ``content``, ``timestamp``, ``tokens``, ``summary``, ``tags``). Scores are cosine
 similarities: **higher is more similar** (1.0 for the same direction).
 """
@@ -39,7 +39,7 @@ def point_id(user_id: str, conversation_id: str, turn_number: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TurnPayload:
-    """The seed's tier-3 payload of one turn."""
+    """The tier-3 payload of one turn: flat fields, so that filters can use payload indexes."""
 
     conversation_id: str
     user_id: str

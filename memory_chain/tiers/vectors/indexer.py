@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from langchain_core.embeddings import Embeddings
-from langchain_core.runnables.config import run_in_executor
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import Turn
@@ -71,7 +70,7 @@ def embedding_text(turn: Turn) -> str:
 
 
 def payload_of(pending: PendingTurn) -> TurnPayload:
-    """The seed's payload of a queued turn: its row, its range's summary, its tags."""
+    """The tier-3 payload of a queued turn: its row, its range's summary, its tags."""
     turn = pending.turn
     return TurnPayload(
         conversation_id=turn.conversation_id,
@@ -230,10 +229,6 @@ class TurnIndexer:
             if settle:
                 self.settle()
             return done
-
-    async def adrain(self, *, limit: int | None = None, progress: Progress | None = None) -> int:
-        """Async :meth:`drain` (runs in a worker thread)."""
-        return await run_in_executor(None, self.drain, limit=limit, progress=progress)
 
     def reindex(
         self,

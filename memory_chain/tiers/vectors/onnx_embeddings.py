@@ -157,10 +157,6 @@ class OnnxEmbeddings(LocalEmbeddings):
         self.quantization: Quantization = quantization
         self._key = (model_name, str(cache_dir), quantization, threads)
 
-    def is_loaded(self) -> bool:
-        """Whether this process has loaded the graph already."""
-        return self._key in _sessions
-
     def _loaded(self) -> OnnxSession:
         loaded = _sessions.get(self._key)
         if loaded is not None:

@@ -2,7 +2,7 @@
 
 Every search is filtered by user (always), and optionally by conversation, role, time range
 and tags. Each :class:`~langchain_core.documents.Document` holds the turn's content, and in its
-metadata the seed's payload plus ``score`` (cosine similarity: **higher is more similar**,
+metadata the turn's tier-3 payload plus ``score`` (cosine similarity: **higher is more similar**,
 at most 1.0), ``tier`` (``"tier3"``) and ``id`` (the point id).
 
 Example:
@@ -38,7 +38,7 @@ _SEARCH_ARGS = frozenset(
 
 
 def hit_to_document(hit: VectorHit) -> Document:
-    """A search hit as a Document (content, seed payload, score, tier, id)."""
+    """A search hit as a Document (content, payload, score, tier, id)."""
     metadata: dict[str, Any] = hit.payload.to_dict()
     metadata.update(score=hit.score, tier="tier3", id=hit.id)
     return Document(page_content=hit.payload.content, metadata=metadata, id=hit.id)
@@ -123,6 +123,7 @@ class TurnRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        # Embedding and the engine's search are CPU-bound and may hold the GIL: keep them off
-        # the event loop.
+        # Not async I/O: the same search in a worker thread, as langchain-core's default runs
+        # it, but that default takes no per-call arguments (``ainvoke(query, k=3)`` would
+        # raise TypeError), so it is overridden to pass them on.
         return await run_in_executor(None, self.search, query, **kwargs)

@@ -1,4 +1,4 @@
-"""The seed's tier-2 schema and its keyword-search indexes.
+"""The tier-2 schema (conversations, turns, summaries) and its keyword-search indexes.
 
 Revision ID: 0001
 Revises:

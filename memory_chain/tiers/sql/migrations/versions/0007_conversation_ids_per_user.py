@@ -3,7 +3,7 @@
 Conversation ids used to be global: a user creating a conversation under an id another user
 already had got 404 where a free id got 201, so anyone could probe which ids exist, and one
 user's id blocked everyone else's (two Open WebUI users whose chats got the same id, a name
-such as "notes"). Now every user has their own namespace. The seed's schema is unchanged
+such as "notes"). Now every user has their own namespace. The schema is unchanged
 (``conversations.conversation_id`` stays the one unique key the turns and summaries refer
 to); the stored value is prefixed with the owner and a ``/``, which no user id contains, and
 everything above tier 2 sees the id the client chose, as before. Clients change nothing.

@@ -1,0 +1,197 @@
+"""Request and response bodies of the memory API's own routes (conversations, the caller's data).
+
+Responses are validated straight from the stored objects (``from_attributes``): a route
+returns ``TurnOut.model_validate(turn)`` or passes the stored turns, summaries and
+conversations as field values, and pydantic reads their attributes. Nested stored objects
+(a turn's token counts, a page's turns) are read the same way. The OpenAI-compatible bodies
+are in :mod:`memory_chain.api.openai_bodies`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+from memory_chain.schemas import Role, as_utc
+
+#: Most turns one request may add.
+MAX_TURNS_PER_REQUEST = 100
+
+
+class _FromStored(BaseModel):
+    """A response body read from a stored object's attributes."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+# -- conversations --------------------------------------------------------------------------
+
+
+class TokensOut(_FromStored):
+    """Token counts of a turn."""
+
+    prompt: int | None = None
+    completion: int | None = None
+    total: int
+
+
+class TurnOut(_FromStored):
+    """One stored turn."""
+
+    turn_number: int
+    role: str
+    content: str
+    timestamp: datetime
+    tokens: TokensOut | None = None
+
+
+class SummaryOut(_FromStored):
+    """The summary of a turn range."""
+
+    turn_range_start: int
+    turn_range_end: int
+    summary_text: str
+    created_at: datetime
+    token_count: int | None = None
+
+
+class ConversationOut(_FromStored):
+    """A conversation's row."""
+
+    conversation_id: str
+    created_at: datetime
+    last_message_at: datetime | None
+    turn_count: int
+    total_tokens: int
+    summary: str | None
+    status: str
+
+
+class ConversationDetail(ConversationOut):
+    """A conversation with its range summaries and recent turns (tier 1)."""
+
+    summaries: list[SummaryOut]
+    recent_turns: list[TurnOut]
+
+
+class TurnsPage(_FromStored):
+    """A page of turns; ask for the next one with ``after=next_after``."""
+
+    turns: list[TurnOut]
+    next_after: int | None = Field(
+        description="Pass as `after` for the next page; null at the end."
+    )
+
+
+class TurnIn(BaseModel):
+    """A turn to add."""
+
+    role: Role
+    content: str = Field(min_length=1, description="The message text (not empty).")
+    timestamp: datetime | None = Field(
+        default=None, description="When it was said (ISO 8601; UTC if no offset); default now."
+    )
+
+    @field_validator("timestamp")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return as_utc(value)
+        except OverflowError as exc:
+            raise ValueError("timestamp is out of range once converted to UTC") from exc
+
+
+class AddTurnsRequest(BaseModel):
+    """Turns to append to a conversation, in order."""
+
+    turns: list[TurnIn] = Field(min_length=1, max_length=MAX_TURNS_PER_REQUEST)
+
+
+class TurnsAdded(_FromStored):
+    """The stored turns, with the numbers tier 2 gave them."""
+
+    conversation_id: str
+    turns: list[TurnOut]
+
+
+class SearchRequest(BaseModel):
+    """A search within a conversation."""
+
+    query: str = Field(min_length=1, max_length=2_000)
+    k: int = Field(default=5, ge=1, le=50)
+
+
+class SearchHit(_FromStored):
+    """A search result: where it comes from, and its fused relevance (higher is better)."""
+
+    tier: str
+    kind: str
+    content: str
+    timestamp: datetime
+    score: float
+    turn_number: int | None = None
+    role: str | None = None
+    turn_range: tuple[int, int] | None = None
+    sources: list[str]
+
+
+class SearchResponse(_FromStored):
+    """Search results, best first, and the tiers that could not answer."""
+
+    results: list[SearchHit]
+    degraded: list[str]
+
+
+class DeleteResponse(BaseModel):
+    """What a delete did."""
+
+    conversation_id: str
+    action: Literal["archived", "purged"]
+
+
+class ConsolidateResponse(_FromStored):
+    """The summary a consolidation stored (null when there was nothing new)."""
+
+    summary: SummaryOut | None
+
+
+class EndResponse(BaseModel):
+    """An end-of-conversation consolidation was scheduled."""
+
+    conversation_id: str
+    scheduled: bool
+
+
+# -- the caller's own data ------------------------------------------------------------------
+
+
+class Me(BaseModel):
+    """Who the caller is to this server."""
+
+    user_id: str
+    keys_required: bool = Field(description="Whether the server asks every request for a key.")
+
+
+class Fact(_FromStored):
+    """A remembered fact: the user turn that asked for it."""
+
+    conversation_id: str
+    turn_number: int
+    content: str
+    timestamp: datetime
+
+    @computed_field(description="'<conversation_id>:<turn_number>'; DELETE /v1/facts/{id}.")  # type: ignore[prop-decorator]
+    @property
+    def id(self) -> str:
+        """The fact's id: its conversation and the number of the turn that said it."""
+        return f"{self.conversation_id}:{self.turn_number}"
+
+
+class FactsResponse(_FromStored):
+    """The caller's facts, newest first."""
+
+    facts: list[Fact]

@@ -1,131 +1,91 @@
-"""What several replicas cost a request: tier 1 checked against SQL before it is served.
+"""Several replicas on one database: what a request pays for them, and chat throughput.
 
 Run from the repository root::
 
-    python benchmarks/bench_replicas.py                 # SQLite and a local PostgreSQL
+    python benchmarks/bench_replicas.py                  # both parts, ~8 min on 2 cores
+    python benchmarks/bench_replicas.py --quick          # a smoke run, ~2 min
+    python benchmarks/bench_replicas.py --parts check    # only the per-request check
+    python benchmarks/bench_replicas.py --parts throughput --setups 1 3 --rounds 5
     python benchmarks/bench_replicas.py --postgres-url postgresql+psycopg://u@h/postgres
 
-A replica serves a cached conversation only after one indexed lookup of its row (turn count,
-last summarized turn) shows that no other replica wrote or consolidated it since
-(``MemoryManager.working_memory``). Per database: 200 conversations of 20 turns, cached;
-then, alternating on random conversations, the tier-1 read without the check (the cache
-alone: what a single process could do) and with it; and ``retrieve`` (the whole memory read
-of a chat request, tiers 1-2) for scale. Also the advisory lock a consolidation takes.
+Two parts (``--parts``), on a throwaway local PostgreSQL with pgvector, or on the server of
+``--postgres-url`` (a fresh database per run, dropped afterwards):
+
+- ``check`` (``replicas_check.py``): the cost of the tier-1 freshness check a replica makes
+  before it serves a cached conversation, next to the memory read it protects, on SQLite
+  and PostgreSQL; and the consolidation lock.
+- ``throughput`` (``replicas_throughput.py``): chat requests/s and latency with 1 replica, 3
+  replicas with requests spread over them, and 3 routed by conversation (``--setups``),
+  alternating, ``--rounds`` times; every run reads its conversations and points back.
 """
 
 from __future__ import annotations
 
-import os
-import random
+import contextlib
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
-from harness import Run, parser, stats_header, stats_row, summarize
-from processes import postgres_database
-
-from memory_chain.manager import MemoryManager
-from memory_chain.schemas import NewTurn
-from memory_chain.tiers.buffer import TurnBuffer
-from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-
-CONVERSATIONS = 200
-TURNS = 20
+import replicas_check
+import replicas_throughput
+from harness import Run, configure, parser
+from processes import local_postgres, postgres_database
+from replicas_throughput import QUICK, Settings, parse_setup
 
 
-def measure(url: str, samples: int, seed: int) -> dict[str, Any]:
-    engine = create_sql_engine(url)
-    upgrade(engine)
-    store = SQLStore(engine)
-    manager = MemoryManager(store, TurnBuffer(max_turns=10, max_conversations=CONVERSATIONS))
-    rng = random.Random(seed)
-    ids = [f"bench-replicas-{i}" for i in range(CONVERSATIONS)]
-    for conversation in ids:
-        manager.add_turns(
-            conversation,
-            "u",
-            [
-                NewTurn("user", f"turn {t} about {rng.choice(['trips', 'food', 'work'])}")
-                for t in range(TURNS)
-            ],
-        )
-        manager.working_memory(conversation, "u")  # cached from here on
-
-    def unchecked(conversation: str) -> None:
-        # What a single process serves: tier 1 alone (the private reads, no SQL).
-        manager._recent(conversation, "u")
-        manager._summary(conversation, "u")
-
-    def checked(conversation: str) -> None:
-        manager.working_memory(conversation, "u")
-
-    def request(conversation: str) -> None:
-        manager.retrieve(conversation, "u", "what about trips?")
-
-    def lock(conversation: str) -> None:
-        with store.try_lock(f"consolidation:{conversation}") as held:
-            assert held
-
-    kinds: dict[str, Callable[[str], None]] = {
-        "tier1_unchecked": unchecked,
-        "tier1_checked": checked,
-        "retrieve": request,
-        "consolidation_lock": lock,
-    }
-    timings: dict[str, list[int]] = {name: [] for name in kinds}
-    for number in range(samples):
-        conversation = rng.choice(ids)
-        order = list(kinds) if number % 2 == 0 else list(reversed(kinds))
-        for name in order:
-            t0 = time.perf_counter_ns()
-            kinds[name](conversation)
-            timings[name].append(time.perf_counter_ns() - t0)
-    manager.close()
-    engine.dispose()
-    result = {name: summarize(values[samples // 10 :]) for name, values in timings.items()}
-    check = result["tier1_checked"]["p50"] - result["tier1_unchecked"]["p50"]
-    result["check_cost_p50_ms"] = check
-    result["check_share_of_retrieve_p50"] = check / result["retrieve"]["p50"]
-    return result
-
-
-def report(name: str, result: dict[str, Any]) -> list[str]:
-    columns = ("p50", "p95", "p99")
-    lines = [f"== {name} ==", stats_header("ms", columns, width=44)]
-    labels = {
-        "tier1_unchecked": "tier 1 alone (one process, no check)",
-        "tier1_checked": "tier 1 checked against SQL (several replicas)",
-        "retrieve": "retrieve: the memory read of a chat request",
-        "consolidation_lock": "consolidation lock: take and release",
-    }
-    for key, label in labels.items():
-        lines.append(stats_row(label, result[key], columns, width=44, digits=3))
-    lines.append(
-        f"  the check costs {result['check_cost_p50_ms']:.3f} ms at p50, "
-        f"{result['check_share_of_retrieve_p50']:.1%} of retrieve's p50"
-    )
-    return lines
-
-
-def main() -> int:
-    args = parser(__doc__)
-    args.add_argument("--samples", type=int, default=3_000)
-    args.add_argument("--postgres-url", help="a server to use (a database is made and dropped)")
-    args.add_argument("--seed", type=int, default=7)
-    options = args.parse_args()
-    bench = Run("replicas")
+def run(settings: Settings, bench: Run) -> tuple[dict[str, Any], list[str]]:
+    """The chosen parts; their figures and report lines."""
     results: dict[str, Any] = {}
-    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"mc-bench-replicas-{os.getpid()}"
-    folder.mkdir(parents=True, exist_ok=True)
-    results["sqlite"] = measure(f"sqlite:///{folder / 'memory.db'}", options.samples, options.seed)
-    with postgres_database(options.postgres_url) as url:
-        results["postgresql"] = measure(url, options.samples, options.seed)
-    for name, result in results.items():
-        print("\n".join(report(name, result)))
-    bench.write_json(options.json, results=results)
-    return 0
+    lines: list[str] = []
+    with contextlib.ExitStack() as stack:
+        server_url = settings.postgres_url or stack.enter_context(local_postgres())
+        if "check" in settings.parts:
+            bench.progress("check: SQLite")
+            folder = Path(stack.enter_context(TemporaryDirectory(prefix="mc-bench-replicas-")))
+            sqlite = f"sqlite:///{folder / 'memory.db'}"
+            check = {"sqlite": replicas_check.measure(sqlite, settings.samples, settings.seed)}
+            bench.progress("check: PostgreSQL")
+            with postgres_database(server_url) as url:
+                check["postgresql"] = replicas_check.measure(url, settings.samples, settings.seed)
+            results["check"] = check
+            for name, result in check.items():
+                lines += replicas_check.report(name, result)
+        if "throughput" in settings.parts:
+            throughput = replicas_throughput.run(settings, server_url, bench.started)
+            results["throughput"] = throughput
+            lines += replicas_throughput.report(throughput, settings)
+    return results, lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser(__doc__, quick="one round of 10 clients x 10 requests, a shorter check")
+    args.add_argument("--parts", nargs="+", choices=("check", "throughput"), help="(both)")
+    args.add_argument("--samples", type=int, help="check: reads per kind (3000)")
+    args.add_argument("--seed", type=int, help="check: random seed (7)")
+    args.add_argument("--postgres-url", help="a server to use (a database is made and dropped)")
+    args.add_argument("--clients", type=int, help="throughput: concurrent clients (30)")
+    args.add_argument("--turns", type=int, help="throughput: chat requests per client (20)")
+    args.add_argument("--conversations", type=int, help="throughput: conversations shared (10)")
+    args.add_argument("--rounds", type=int, help="throughput: rounds over the setups (3)")
+    args.add_argument("--setups", nargs="+", help="replica counts; N-sticky routes by conversation")
+    options = args.parse_args(argv)
+    for name in ("parts", "setups"):
+        if getattr(options, name):
+            setattr(options, name, tuple(getattr(options, name)))
+    for setup in options.setups or ():
+        parse_setup(setup)
+    settings = configure(Settings(), options, QUICK)
+    bench = Run("replicas")
+    print(bench.header(), flush=True)
+    results, lines = run(settings, bench)
+    verdicts = {}
+    if "throughput" in results:
+        bad = replicas_throughput.failed(results["throughput"])
+        verdicts["0 errors, turns contiguous, one point per turn"] = "MISSED" if bad else "ok"
+    bench.finish(lines, options.json, settings=settings, results=results, verdicts=verdicts)
+    return 1 if "MISSED" in verdicts.values() else 0
 
 
 if __name__ == "__main__":

@@ -216,29 +216,39 @@ async def chat_once(
 
 def client(base_url: str, user: str, connections: int, timeout: float = 120.0) -> httpx.AsyncClient:
     """An async client for ``connections`` concurrent requests as ``user``."""
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    # Idle connections are dropped after 2 s, before uvicorn closes them (5 s): with both at
+    # 5 s, a request sent on a connection the server is closing fails with a ReadError.
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=2.0
+    )
     return httpx.AsyncClient(
         base_url=base_url, headers={USER_HEADER: user}, timeout=timeout, limits=limits
     )
 
 
 async def run_clients(
-    base_url: str,
+    base_url: str | Sequence[str],
     user: str,
     conversation_ids: Sequence[str],
     clients: int,
     turns: int,
     text_of: Any = None,
+    sticky: bool = False,
 ) -> Outcome:
     """``clients`` concurrent clients, each sending ``turns`` chat requests.
 
     Client ``c``'s ``t``-th request goes to conversation ``(c + t) % len(conversation_ids)``,
-    so every conversation gets the same load and several clients write to it at once.
+    so every conversation gets the same load and several clients write to it at once. With
+    several base URLs (replicas of one deployment) it goes to replica ``(c + t) % replicas``
+    as well, so one conversation is written through every replica, as a load balancer
+    spreading requests would; with ``sticky``, to the replica of its conversation
+    (conversation ``i`` to replica ``i % replicas``), as one routing by conversation would.
     """
     outcome = Outcome()
     gate = asyncio.Event()
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
 
-    async def one_client(number: int, http: httpx.AsyncClient) -> None:
+    async def one_client(number: int, https: Sequence[httpx.AsyncClient]) -> None:
         await gate.wait()
         for turn in range(turns):
             cid = conversation_ids[(number + turn) % len(conversation_ids)]
@@ -247,10 +257,13 @@ async def run_clients(
                 if text_of
                 else f"client {number} turn {turn}: remember item {number * turns + turn}."
             )
-            await chat_once(http, cid, text, outcome)
+            conversation = (number + turn) % len(conversation_ids)
+            replica = (conversation if sticky else number + turn) % len(https)
+            await chat_once(https[replica], cid, text, outcome)
 
-    async with client(base_url, user, clients) as http:
-        tasks = [asyncio.create_task(one_client(n, http)) for n in range(clients)]
+    async with contextlib.AsyncExitStack() as stack:
+        https = [await stack.enter_async_context(client(url, user, clients)) for url in urls]
+        tasks = [asyncio.create_task(one_client(n, https)) for n in range(clients)]
         started = time.perf_counter()
         gate.set()
         await asyncio.gather(*tasks)

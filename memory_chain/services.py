@@ -198,7 +198,13 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     embeddings = build_embeddings(settings)
     facts = UserFacts(facts_index, embeddings)
     # User facts are filed by the backfill with their turns: as durable as the turns.
-    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)
+    # Only the embedded index pays for a flush (20-200 ms, holding the GIL), so only there
+    # are embedded turns settled in groups; elsewhere an upsert is durable when it returns,
+    # and settling each batch at once keeps what a replica that dies leaves to redo small.
+    flush_interval = 10.0 if settings.vector_store == "embedded" else 0.0
+    indexer = TurnIndexer(
+        EmbeddingOutbox(store), index, embeddings, facts=facts, flush_interval=flush_interval
+    )
     # If the store is down at start-up, the worker opens both collections once it is back.
     worker = BackfillWorker(indexer)
     try:

@@ -71,6 +71,7 @@ class FakeOllama:
         chat_status: HTTP status of chat replies (non-200: Ollama's ``{"error"}`` body).
         summary_status: HTTP status of summaries.
         summary_starts: When each summarization request arrived (``time.monotonic()``).
+        summary_messages: The messages of every summarization request, in order of arrival.
         summaries_in_flight: Summarization requests being answered now.
         chats: Chat requests received.
         chat_messages: The messages of every chat request, in order of arrival.
@@ -86,6 +87,7 @@ class FakeOllama:
         self.chat_status = 200
         self.summary_status = 200
         self.summary_starts: list[float] = []
+        self.summary_messages: list[list[dict[str, Any]]] = []
         self.summaries_in_flight = 0
         self.chats = 0
         self.chat_messages: list[list[dict[str, Any]]] = []
@@ -176,6 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
         with fake.lock:
             if summary:
                 fake.summary_starts.append(time.monotonic())
+                fake.summary_messages.append(messages)
                 fake.summaries_in_flight += 1
             else:
                 fake.chats += 1

@@ -8,9 +8,9 @@ Besides the tables' keys: an index on ``conversations(user_id)`` (every read is 
 user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversation_summaries``,
 so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
-and ``dismissed_facts`` (migration 0006), and the full-text indexes that keyword search uses
-(FTS5 tables on SQLite, GIN expression indexes on PostgreSQL), which the migrations create
-outside these models.
+and ``dismissed_facts`` (migration 0006), the claims on both queues (migration 0009), and the
+full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on
+PostgreSQL), which the migrations create outside these models.
 """
 
 from __future__ import annotations
@@ -111,7 +111,11 @@ class SummaryRow(Base):
 
 
 class OutboxRow(Base):
-    """``embedding_outbox``: turns stored in tier 2 and not yet embedded into tier 3."""
+    """``embedding_outbox``: turns stored in tier 2 and not yet embedded into tier 3.
+
+    ``claimed_by`` and ``claimed_until`` name the worker embedding a turn now and when its
+    claim expires (:mod:`memory_chain.tiers.sql.claims`).
+    """
 
     __tablename__ = "embedding_outbox"
 
@@ -124,10 +128,15 @@ class OutboxRow(Base):
     enqueued_at: Mapped[datetime | None] = mapped_column(
         TIMESTAMP, server_default=func.current_timestamp()
     )
+    claimed_by: Mapped[str | None] = mapped_column(Text)
+    claimed_until: Mapped[datetime | None] = mapped_column(TIMESTAMP)
 
 
 class VectorTaskRow(Base):
-    """``vector_tasks``: tier-3 work other than embedding, waiting for the vector store."""
+    """``vector_tasks``: tier-3 work other than embedding, waiting for the vector store.
+
+    Claimed like the outbox's turns (``claimed_by``, ``claimed_until``).
+    """
 
     __tablename__ = "vector_tasks"
     __table_args__ = ({"sqlite_autoincrement": True},)
@@ -141,6 +150,8 @@ class VectorTaskRow(Base):
     created_at: Mapped[datetime | None] = mapped_column(
         TIMESTAMP, server_default=func.current_timestamp()
     )
+    claimed_by: Mapped[str | None] = mapped_column(Text)
+    claimed_until: Mapped[datetime | None] = mapped_column(TIMESTAMP)
 
 
 class DismissedFactRow(Base):

@@ -1,16 +1,18 @@
 """The embedding outbox: which stored turns still need to be embedded into tier 3.
 
 :class:`SQLStore` adds a turn to the outbox in the transaction that stores it (when created
-with ``queue_embeddings=True``); the tier-3 indexer takes batches from it and removes them
-once their points are stored. A turn is embedded exactly when it is not in the outbox.
+with ``queue_embeddings=True``); the tier-3 indexer claims batches from it (one worker at a
+time per turn, across replicas: :mod:`.claims`) and removes them once their points are
+stored. A turn is embedded exactly when it is not in the outbox.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     TIMESTAMP,
@@ -23,9 +25,13 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memory_chain.schemas import Turn, utcnow
+from memory_chain.tiers.sql.claims import UNCLAIMED, Claimant, claim_ids, held_by
 from memory_chain.tiers.sql.models import (
     conversations,
     dismissed_facts,
@@ -39,9 +45,12 @@ from memory_chain.tiers.sql.rows import (
     storage_errors,
     turn_from_row,
 )
+from memory_chain.tiers.sql.tasks import add_task
 
 if TYPE_CHECKING:
     from memory_chain.tiers.sql.store import SQLStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,41 @@ def _enqueue_statement() -> Executable:
     return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
 
 
+#: A turn's row joined to its dismissal as a fact.
+_DISMISSAL = and_(
+    dismissed_facts.c.conversation_id == turns.c.conversation_id,
+    dismissed_facts.c.turn_number == turns.c.turn_number,
+)
+
+
+@cache
+def _pending_statement() -> Executable:
+    """The claimed turns with their owner, their range's summary, and whether dismissed."""
+    covering = and_(
+        summaries.c.conversation_id == turns.c.conversation_id,
+        turns.c.turn_number.between(summaries.c.turn_range_start, summaries.c.turn_range_end),
+    )
+    return (
+        select(
+            turns,
+            conversations.c.user_id.label("owner"),
+            summaries.c.summary_text.label("range_summary"),
+            dismissed_facts.c.turn_number.label("dismissed"),
+        )
+        .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
+        .outerjoin(summaries, covering)
+        .outerjoin(dismissed_facts, _DISMISSAL)
+        .where(turns.c.id.in_(bindparam("ids", expanding=True)))
+        .order_by(turns.c.id)
+    )
+
+
+def _dismissed(conn: Connection, turn_ids: Sequence[int]) -> set[int]:
+    """Which of these turns are dismissed as facts now."""
+    chosen = select(turns.c.id).join(dismissed_facts, _DISMISSAL).where(turns.c.id.in_(turn_ids))
+    return set(conn.execute(chosen).scalars())
+
+
 def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
     """Queue turns ``first..last`` of a conversation by its stored id (inside a transaction)."""
     parameters = {
@@ -85,43 +129,40 @@ def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
 
 
 class EmbeddingOutbox:
-    """Reads and settles the outbox of a :class:`SQLStore`.
+    """Claims and settles the outbox of a :class:`SQLStore`.
+
+    Several workers (one per replica, the command line's ``reindex``) may work on one outbox:
+    each takes turns with a claim (:mod:`.claims`), so a queued turn is embedded by one worker
+    at a time, and one that dies leaves its turns to another once its claims expire.
 
     Args:
         store: The tier-2 store whose turns are queued.
+        claimant: Who this worker is and how long its claims last (a new worker id by
+            default).
     """
 
-    def __init__(self, store: SQLStore) -> None:
+    def __init__(self, store: SQLStore, *, claimant: Claimant | None = None) -> None:
         self.store = store
+        self.claimant = claimant if claimant is not None else Claimant()
 
-    def pending(self, limit: int, *, exclude: Collection[int] = ()) -> list[PendingTurn]:
-        """The oldest ``limit`` queued turns, leaving out the turn ids in ``exclude``."""
-        covering = and_(
-            summaries.c.conversation_id == turns.c.conversation_id,
-            turns.c.turn_number.between(summaries.c.turn_range_start, summaries.c.turn_range_end),
-        )
-        dismissed = and_(
-            dismissed_facts.c.conversation_id == turns.c.conversation_id,
-            dismissed_facts.c.turn_number == turns.c.turn_number,
-        )
-        statement = (
-            select(
-                turns,
-                conversations.c.user_id.label("owner"),
-                summaries.c.summary_text.label("range_summary"),
-                dismissed_facts.c.turn_number.label("dismissed"),
-            )
-            .join(outbox, outbox.c.turn_id == turns.c.id)
-            .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
-            .outerjoin(summaries, covering)
-            .outerjoin(dismissed_facts, dismissed)
-            .order_by(outbox.c.turn_id)
-            .limit(max(limit, 0))
-        )
-        if exclude:
-            statement = statement.where(outbox.c.turn_id.not_in(list(exclude)))
-        with storage_errors(), self.store.engine.connect() as conn:
-            rows = conn.execute(statement).all()
+    def claim(self, limit: int, *, exclude: Collection[int] = ()) -> list[PendingTurn]:
+        """Claim the oldest ``limit`` queued turns nobody else holds, leaving out ``exclude``.
+
+        Args:
+            limit: Most turns to claim.
+            exclude: Turn ids this worker holds and is still working on.
+
+        Returns:
+            The claimed turns, oldest first.
+        """
+
+        def work(conn: Connection) -> list[Any]:
+            ids = claim_ids(conn, outbox, self.claimant, limit, exclude=exclude)
+            if not ids:
+                return []
+            return list(conn.execute(_pending_statement(), {"ids": ids}).all())
+
+        rows: list[Any] = self.store.run_write(work)
         return [
             PendingTurn(
                 row.id,
@@ -133,32 +174,83 @@ class EmbeddingOutbox:
             for row in rows
         ]
 
-    def done(self, turn_ids: Sequence[int]) -> None:
-        """Remove turns whose points are stored."""
-        if not turn_ids:
-            return
-        self.store.run_write(
-            lambda conn: conn.execute(delete(outbox).where(outbox.c.turn_id.in_(list(turn_ids))))
-        )
+    def done(self, batch: Sequence[PendingTurn]) -> list[tuple[str, str]]:
+        """Remove turns whose points are stored, and undo what a purge meanwhile made stale.
+
+        Only turns this worker still holds are removed: a turn queued again while it was
+        being embedded (a ``forget`` re-queues its conversation) stays queued. A turn no
+        longer stored was purged while its batch was embedded, and its point and fact may
+        have been written after the purge's own deletion ran (on another replica): a
+        ``forget`` of its conversation is queued in the same transaction, which deletes
+        them again (and re-queues whatever the conversation holds by then). Read after the
+        points were written, the check cannot miss a purge that the deletion preceded. In
+        the same way, a turn dismissed as a fact meanwhile (read as not dismissed when it
+        was claimed, so possibly filed as a fact after the dismissal's own ``forget_fact``
+        ran) gets its ``forget_fact`` queued again.
+
+        Returns:
+            ``(user_id, conversation_id)`` of the conversations purged meanwhile.
+        """
+        if not batch:
+            return []
+        ids = [pending.turn_id for pending in batch]
+
+        def work(conn: Connection) -> list[tuple[str, str]]:
+            conn.execute(
+                delete(outbox).where(outbox.c.turn_id.in_(ids), held_by(outbox, self.claimant))
+            )
+            stored = set(conn.execute(select(turns.c.id).where(turns.c.id.in_(ids))).scalars())
+            gone = sorted(
+                {(p.user_id, p.turn.conversation_id) for p in batch if p.turn_id not in stored}
+            )
+            for user_id, conversation_id in gone:
+                add_task(conn, "forget", user_id, conversation_id)
+            filed = [p for p in batch if not p.fact_dismissed and p.turn_id in stored]
+            dismissed = _dismissed(conn, [p.turn_id for p in filed]) if filed else set()
+            for pending in filed:
+                if pending.turn_id in dismissed:
+                    number = pending.turn.turn_number
+                    conversation = pending.turn.conversation_id
+                    add_task(conn, "forget_fact", pending.user_id, conversation, (number,) * 2)
+            return gone
+
+        gone: list[tuple[str, str]] = self.store.run_write(work)
+        if gone:
+            logger.info(
+                "tier 3: %d conversations purged while embedded, forgotten again", len(gone)
+            )
+        return gone
 
     def enqueue(self, *, user_id: str | None = None, conversation_id: str | None = None) -> int:
         """Queue every stored turn (of a user, a conversation, or both) again, e.g. to reindex.
 
-        A conversation id without a user queues that conversation of every user.
+        A conversation id without a user queues that conversation of every user. Turns in
+        scope that are queued already lose their claims: a worker embedding one now does
+        not settle it, and it is embedded again after this call (a ``forget`` deletes the
+        points of its scope, then queues the scope, so a point written by a batch in flight
+        is written again).
 
         Returns:
             How many turns were added (turns already queued are not counted).
         """
+        scope = conversation_scope(turns.c.conversation_id, user_id, conversation_id)
 
         def work(conn: Connection) -> int:
-            chosen = select(turns.c.id).where(
-                ~exists().where(outbox.c.turn_id == turns.c.id),
-                *conversation_scope(turns.c.conversation_id, user_id, conversation_id),
+            in_scope = select(turns.c.id).where(*scope)
+            conn.execute(
+                update(outbox)
+                .where(outbox.c.turn_id.in_(in_scope), outbox.c.claimed_by.is_not(None))
+                .values(UNCLAIMED)
             )
-            before = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
-            conn.execute(insert(outbox).from_select(["turn_id"], chosen))
-            after = conn.execute(select(func.count()).select_from(outbox)).scalar_one()
-            return int(after - before)
+            chosen = select(turns.c.id).where(
+                ~exists().where(outbox.c.turn_id == turns.c.id), *scope
+            )
+            dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+            # Another worker may queue the same turns at once (two forgets of one scope).
+            added = conn.execute(
+                dialect_insert(outbox).from_select(["turn_id"], chosen).on_conflict_do_nothing()
+            )
+            return max(int(added.rowcount), 0)
 
         added: int = self.store.run_write(work)
         return added

@@ -12,25 +12,32 @@ afterwards (``TurnIndexer.apply_tasks``), exactly as the embedding outbox does f
 * ``refresh``: the payloads of a turn range changed (its summary was stored); written with
   the summary.
 
-A task is removed only once the vector store has done it. Its interface is deliberately small
-(:meth:`VectorTasks.pending`, :meth:`VectorTasks.done`): a claim for several workers (a lease
-column, or ``FOR UPDATE SKIP LOCKED`` on PostgreSQL) can be added behind it.
+A task is removed only once the vector store has done it. Several workers (one per replica)
+share the queue: each claims the tasks it does (:mod:`.claims`), so a task is done by one
+worker at a time, and tasks of one conversation are done in the order they were queued (a
+task is claimed only once no older task of an overlapping scope is left): a refresh that
+read a conversation's points before it was purged writes them back before the purge's
+``forget`` runs, never after.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import Connection, delete, exists, func, insert, or_, select
 
 from memory_chain.schemas import utcnow
+from memory_chain.tiers.sql.claims import Claimant, claim_ids, held_by
 from memory_chain.tiers.sql.models import vector_tasks
 from memory_chain.tiers.sql.rows import naive_utc, storage_errors
 
 if TYPE_CHECKING:
     from memory_chain.tiers.sql.store import SQLStore
+
+logger = logging.getLogger(__name__)
 
 TaskKind = Literal["forget", "forget_fact", "refresh"]
 KINDS: frozenset[str] = frozenset({"forget", "forget_fact", "refresh"})
@@ -79,40 +86,115 @@ def add_task(
     )
 
 
+def _task(row: Any) -> VectorTask:
+    return VectorTask(
+        id=row.id,
+        kind=cast(TaskKind, row.kind),
+        user_id=row.user_id,
+        conversation_id=row.conversation_id,
+        turns=(row.first_turn, row.last_turn) if row.first_turn is not None else None,
+    )
+
+
+def _no_older_task() -> Any:
+    """No older task of an overlapping scope is queued.
+
+    Scopes overlap for one user when both name the same conversation or either covers every
+    conversation. Kinds this version does not know (queued by a newer one) neither block nor
+    get claimed.
+    """
+    older = vector_tasks.alias("older")
+    task = vector_tasks.c
+    return ~exists().where(
+        older.c.id < task.id,
+        older.c.user_id == task.user_id,
+        or_(
+            older.c.conversation_id.is_(None),
+            task.conversation_id.is_(None),
+            older.c.conversation_id == task.conversation_id,
+        ),
+        older.c.kind.in_(sorted(KINDS)),
+    )
+
+
 class VectorTasks:
-    """Reads and settles the task queue of a :class:`SQLStore`.
+    """Reads, claims and settles the task queue of a :class:`SQLStore`.
 
     Args:
         store: The tier-2 store whose changes are queued.
+        claimant: Who this worker is and how long its claims last (a new worker id by
+            default; the indexer shares its outbox's).
     """
 
-    def __init__(self, store: SQLStore) -> None:
+    def __init__(self, store: SQLStore, *, claimant: Claimant | None = None) -> None:
         self.store = store
+        self.claimant = claimant if claimant is not None else Claimant()
 
     def pending(self, limit: int = 100) -> list[VectorTask]:
-        """The oldest ``limit`` tasks, in the order they were queued."""
+        """The oldest ``limit`` tasks, in the order they were queued (claimed or not)."""
         statement = select(vector_tasks).order_by(vector_tasks.c.id).limit(max(limit, 0))
         with storage_errors(), self.store.engine.connect() as conn:
             rows = conn.execute(statement).all()
-        return [
-            VectorTask(
-                id=row.id,
-                kind=cast(TaskKind, row.kind),
-                user_id=row.user_id,
-                conversation_id=row.conversation_id,
-                turns=(row.first_turn, row.last_turn) if row.first_turn is not None else None,
-            )
-            for row in rows
-            if row.kind in KINDS
-        ]
+        return [_task(row) for row in rows if row.kind in KINDS]
 
-    def done(self, task_ids: Sequence[int]) -> None:
-        """Remove tasks the vector store has done."""
-        if task_ids:
-            ids = list(task_ids)
-            self.store.run_write(
-                lambda conn: conn.execute(delete(vector_tasks).where(vector_tasks.c.id.in_(ids)))
+    def claim(self, limit: int = 100) -> list[VectorTask]:
+        """Claim up to ``limit`` tasks nobody else holds, oldest first.
+
+        A task is claimed only once no older task of its scope is left (see the module's
+        docstring).
+        """
+
+        def work(conn: Connection) -> list[Any]:
+            known = vector_tasks.c.kind.in_(sorted(KINDS))
+            ids = claim_ids(
+                conn, vector_tasks, self.claimant, limit, where=[known, _no_older_task()]
             )
+            if not ids:
+                return []
+            chosen = select(vector_tasks).where(vector_tasks.c.id.in_(ids))
+            return list(conn.execute(chosen.order_by(vector_tasks.c.id)).all())
+
+        rows: list[Any] = self.store.run_write(work)
+        return [_task(row) for row in rows if row.kind in KINDS]
+
+    def done(self, tasks: Sequence[VectorTask]) -> list[VectorTask]:
+        """Remove tasks the vector store has done (those this worker still holds).
+
+        A task whose claim was lost meanwhile (this worker stalled past its lease, and
+        another took the task) stays for its holder. If it was a ``refresh``, the points it
+        wrote back may have come after a ``forget`` of the conversation that ran once the
+        other worker had done the refresh: a ``forget`` of the conversation is queued again
+        in the same transaction (it deletes the points and re-queues the turns still
+        stored), so a stalled worker cannot bring a purged conversation's points back.
+
+        Returns:
+            The tasks whose claim was lost.
+        """
+        if not tasks:
+            return []
+        key = vector_tasks.c.id
+        ids = [task.id for task in tasks]
+
+        def work(conn: Connection) -> list[VectorTask]:
+            mine = select(key).where(key.in_(ids), held_by(vector_tasks, self.claimant))
+            held = set(conn.execute(mine.with_for_update()).scalars())
+            if held:
+                conn.execute(delete(vector_tasks).where(key.in_(sorted(held))))
+            lost = [task for task in tasks if task.id not in held]
+            for task in lost:
+                if task.kind == "refresh":
+                    add_task(conn, "forget", task.user_id, task.conversation_id)
+            return lost
+
+        lost: list[VectorTask] = self.store.run_write(work)
+        if lost:
+            logger.warning(
+                "tier 3: %d tasks were taken over by another worker before they were "
+                "settled (a stall longer than the %.0f s lease)",
+                len(lost),
+                self.claimant.lease,
+            )
+        return lost
 
     def summaries(self, user_id: str, conversation_id: str) -> list[tuple[int, int, str]]:
         """``(first turn, last turn, summary)`` of a conversation's summarized ranges."""

@@ -15,6 +15,12 @@ summarized. A task stays queued until the vector store has done it, and no new t
 embedded while a task fails, so a deletion is never overtaken by the embedding of a turn
 written after it.
 
+Several replicas run an indexer each on one database: turns and tasks are claimed, so each
+is worked on by one indexer at a time (:mod:`memory_chain.tiers.sql.claims`), and a replica
+that dies leaves its claims to expire. A conversation purged while one of its turns was
+being embedded is caught when the batch is settled (the turn is gone): a ``forget`` is queued
+again, so the point written after the purge's own deletion is deleted too.
+
 Example:
     >>> indexer = TurnIndexer(outbox, index, embeddings)  # doctest: +SKIP
     >>> indexer.drain()  # embed everything queued  # doctest: +SKIP
@@ -107,15 +113,18 @@ class TurnIndexer:
         tasks: VectorTasks | None = None,
     ) -> None:
         self.outbox = outbox
-        self.tasks = tasks if tasks is not None else VectorTasks(outbox.store)
+        self.tasks = (
+            tasks if tasks is not None else VectorTasks(outbox.store, claimant=outbox.claimant)
+        )
         self.facts = facts
         self.index = index
         self.embeddings = embeddings
         self.batch_size = batch_size
         self.text_of = text_of
         self.flush_interval = flush_interval
-        # Embedded but not yet flushed: still queued in SQL, skipped by the next batches.
-        self._unsettled: list[int] = []
+        # Embedded but not yet flushed: still queued (and claimed) in SQL, skipped by the
+        # next batches.
+        self._unsettled: list[PendingTurn] = []
         self._facts_unflushed = False
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
@@ -143,7 +152,7 @@ class TurnIndexer:
         )
         if self.facts is not None:
             self._file_facts(self.facts, batch)
-        self._unsettled.extend(p.turn_id for p in batch)
+        self._unsettled.extend(batch)
 
     def _file_facts(self, facts: UserFacts, batch: list[PendingTurn]) -> None:
         by_user: dict[str, list[Turn]] = {}
@@ -208,7 +217,8 @@ class TurnIndexer:
             while (limit is None or done < limit) and not self.halted.is_set():
                 self.apply_tasks()
                 size = self.batch_size if limit is None else min(self.batch_size, limit - done)
-                batch = self.outbox.pending(size, exclude=self._unsettled)
+                working = [pending.turn_id for pending in self._unsettled]
+                batch = self.outbox.claim(size, exclude=working)
                 if not batch:
                     break
                 self.embed_batch(batch)
@@ -260,12 +270,12 @@ class TurnIndexer:
         done = 0
         with self._lock:
             while not self.halted.is_set():
-                tasks = self.tasks.pending(100)
+                tasks = self.tasks.claim(100)
                 if not tasks:
                     break
                 for task in tasks:
                     self._apply(task)
-                    self.tasks.done([task.id])
+                    self.tasks.done([task])
                     done += 1
         return done
 

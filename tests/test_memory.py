@@ -33,7 +33,6 @@ from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.indexer import TurnIndexer
@@ -81,7 +80,7 @@ def memory(
     tier3 = Tier3(
         index=index,
         embeddings=embeddings,
-        indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts),
+        indexer=TurnIndexer(store.outbox(), index, embeddings, facts=facts),
     )
     manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
     summarizer = ScriptedSummarizer()

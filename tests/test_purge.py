@@ -33,8 +33,6 @@ from memory_chain.schemas import NewTurn, utcnow
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.sql.tasks import VectorTasks
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
@@ -79,7 +77,7 @@ def memory(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryMan
     index.open()
     facts_index.open()
     facts = UserFacts(facts_index, embeddings)
-    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)
+    indexer = TurnIndexer(store.outbox(), index, embeddings, facts=facts)
     tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
     manager = MemoryManager(store, TurnBuffer(), tier3=tier3)
     yield manager
@@ -146,7 +144,7 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
     manager.tier3.index.close()
     manager.tier3.facts.index.close()
     assert manager.delete_conversation("secret", "ana")
-    tasks = VectorTasks(manager.store).pending()  # the deletion waits in tier 2
+    tasks = manager.store.tasks().pending()  # the deletion waits in tier 2
     assert [(task.kind, task.conversation_id) for task in tasks] == [("forget", "secret")]
     down, counts_down = _everything_read(manager)
     assert not [word for word in GONE if word in down], down
@@ -165,7 +163,7 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
 
     # The backfill does the queued deletion: nothing is left behind.
     assert manager.tier3.indexer.drain() == 0
-    assert VectorTasks(manager.store).count() == 0
+    assert manager.store.tasks().count() == 0
     assert _points_of(manager, "secret") == (0, 0)
     assert _points_of(manager, "kept") == (4, 1)
     after, counts_after = _everything_read(manager)

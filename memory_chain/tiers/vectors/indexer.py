@@ -114,7 +114,7 @@ class TurnIndexer:
     ) -> None:
         self.outbox = outbox
         self.tasks = (
-            tasks if tasks is not None else VectorTasks(outbox.store, claimant=outbox.claimant)
+            tasks if tasks is not None else VectorTasks(outbox.database, claimant=outbox.claimant)
         )
         self.facts = facts
         self.index = index

@@ -206,8 +206,7 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     # If the store is down at start-up, the worker opens both collections once it is back.
     worker = BackfillWorker(indexer)
     try:
-        index.open()
-        facts_index.open()
+        indexer.open()
         worker.index_open = True
     except MemoryChainError as exc:
         worker.last_error = str(exc)

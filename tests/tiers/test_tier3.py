@@ -36,6 +36,7 @@ from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.retriever import TurnRetriever
+from memory_chain.tiers.vectors.semantic import SemanticSearch
 from memory_chain.tiers.vectors.worker import BackfillWorker
 from tests.postgres import database_url, free_port, running_postgres
 
@@ -129,7 +130,7 @@ def test_retriever_finds_the_right_turn_with_filters(
     store_conversation(queued_store, "code", "ana", OTHER)
     store_conversation(queued_store, "bobs", "bob", TRIP)
     TurnIndexer(queued_store.outbox(), index, embeddings).drain()
-    retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana", k=3)
+    retriever = TurnRetriever(semantic=SemanticSearch(index, embeddings), user_id="ana", k=3)
 
     docs = retriever.invoke("When does our flight leave?", conversation_id="trip")
     assert docs[0].metadata["turn_number"] == 3
@@ -159,7 +160,7 @@ async def test_retriever_async_and_bad_arguments(
     store_conversation(queued_store, "trip", "ana", TRIP)
     store_conversation(queued_store, "code", "ana", OTHER)
     TurnIndexer(queued_store.outbox(), index, embeddings).drain()
-    retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana")
+    retriever = TurnRetriever(semantic=SemanticSearch(index, embeddings), user_id="ana")
     docs = await retriever.ainvoke("vegetarian food", k=2)
     assert len(docs) == 2
     assert docs[0].metadata["turn_number"] in (7, 8)
@@ -381,7 +382,9 @@ def test_user_isolation_property(
             TurnIndexer(store.outbox(), index, fake).drain()
             store_outbox = store.outbox()
             store_outbox.enqueue()  # the next backend embeds the same turns
-            docs = TurnRetriever(index=index, embeddings=fake, user_id=searcher, k=20).invoke(query)
+            docs = TurnRetriever(
+                semantic=SemanticSearch(index, fake), user_id=searcher, k=20
+            ).invoke(query)
             assert {d.metadata["user_id"] for d in docs} <= {searcher}
             assert len(docs) == owners.count(searcher)
             index.close()
@@ -432,7 +435,7 @@ def _standard_params(kind: str) -> dict[str, Any]:
         TurnIndexer(store.outbox(), index, embeddings).drain()
         engine.dispose()
         _standard_indexes[kind] = index
-    return {"index": _standard_indexes[kind], "embeddings": embeddings, "user_id": "ana"}
+    return {"semantic": SemanticSearch(_standard_indexes[kind], embeddings), "user_id": "ana"}
 
 
 class TestEmbeddedRetrieverStandard(RetrieversIntegrationTests):

@@ -85,7 +85,7 @@ def reindex(
             TimeRemainingColumn(),
         ) as bar:
             task = bar.add_task(f"embedding {scope}", total=None)
-            done = services.vectors.indexer.reindex(
+            done = services.vectors.reindex(
                 user_id=user,
                 conversation_id=conversation,
                 progress=lambda finished, total: bar.update(task, completed=finished, total=total),
@@ -218,7 +218,7 @@ def import_(
                 raise VectorStoreError(worker.last_error or "the vector index is not open")
             with _stderr_bar() as bar:
                 task = bar.add_task("embedding turns into tier 3", total=None)
-                embedded = services.vectors.indexer.drain(
+                embedded = services.vectors.drain(
                     progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
             typer.echo(f"embedded {embedded} turns into {services.vectors.backend}")

@@ -357,12 +357,9 @@ class ConsolidationService:
 
     def _after_summary(self, conversation_id: str, user_id: str) -> None:
         if self.tier3 is not None:
-            # The range is queued since it was stored: wake the backfill thread, or (without
-            # one) embed it here; failures keep it queued.
-            if self.tier3.worker is not None and self.tier3.worker.running:
-                self.tier3.notify()
-            else:
-                self.tier3.indexer.try_drain()
+            # The range's points carry its summary, queued since it was stored: embed it
+            # (in the backfill thread, or here without one); failures keep it queued.
+            self.tier3.catch_up()
         # Only now, with the summary durably stored, may tier 1 drop older turns.
         self.buffer.prune(conversation_id, self.settings.keep_last, user_id=user_id)
 

@@ -158,15 +158,14 @@ class MemoryManager:
             VectorStoreUnavailableError: Without tier 3 (facts live there).
             VectorStoreError: If the facts collection cannot be read.
         """
-        facts = self.tier3.facts if self.tier3 is not None else None
-        if facts is None:
+        if self.tier3 is None or not self.tier3.keeps_facts:
             raise VectorStoreUnavailableError(
                 "semantic memory is off on this server, so no facts are kept: set "
                 "MEMORY_CHAIN_MEMORY_TIER3_ENABLED=true"
             )
         # Read them all: a purged conversation's facts may still be there (their deletion
         # waits for the vector store), and they must not take the places of visible ones.
-        found = facts.of_user(user_id, conversation_id=conversation_id, limit=1_000_000)
+        found = self.tier3.facts_of(user_id, conversation_id=conversation_id, limit=1_000_000)
         statuses = WITH_ARCHIVED if include_archived or conversation_id else ACTIVE
         visible = self.store.visible_conversations(
             user_id, {fact.conversation_id for fact in found}, statuses=statuses
@@ -192,7 +191,7 @@ class MemoryManager:
         if self.tier3 is None:
             return
         try:
-            self.tier3.indexer.apply_tasks()
+            self.tier3.apply_tasks()
         except MemoryChainError as exc:
             # Queued in tier 2 with the purge: the backfill does it once the store is back.
             logger.warning("tier 3 is not updated yet (the change stays queued): %s", exc)

@@ -18,6 +18,7 @@ from memory_chain.errors import InvalidInputError
 Role = Literal["user", "assistant", "system"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
 ConversationStatus = Literal["active", "archived", "deleted"]
+STATUSES: frozenset[str] = frozenset(get_args(ConversationStatus))
 
 #: Conversation and user ids: 1-128 characters, letters, digits and ``._:@-``, starting with a
 #: letter or digit. UUIDs, Open WebUI chat ids and e-mail-like user names all fit; path
@@ -157,6 +158,17 @@ def validate_id(value: object, what: str = "conversation id") -> str:
             f"invalid {what} {shown}: use 1-128 characters from letters, digits and '._:@-', "
             "starting with a letter or digit"
         )
+    return value
+
+
+def validate_status(value: str) -> str:
+    """Check a conversation status (``active``, ``archived`` or ``deleted``).
+
+    Raises:
+        InvalidInputError: If it is none of them.
+    """
+    if value not in STATUSES:
+        raise InvalidInputError(f"unknown status {value!r}: use one of {sorted(STATUSES)}")
     return value
 
 

@@ -25,8 +25,6 @@ from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.sql.tasks import VectorTasks
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
@@ -57,7 +55,7 @@ class Services:
 
     def queued_turns(self) -> int:
         """Stored turns waiting to be embedded into tier 3 (0 with tier 3 off)."""
-        return EmbeddingOutbox(self.store).count() if self.vectors is not None else 0
+        return self.store.outbox().count() if self.vectors is not None else 0
 
     def health(self) -> dict[str, Any]:
         """What each tier runs on and how it is doing (``/health``; two queue counts in SQL)."""
@@ -92,7 +90,7 @@ class Services:
             "last_error": worker.last_error if worker else None,
             "queued_turns": self.queued_turns(),
             # Deletions and payload refreshes waiting for the vector store.
-            "queued_tasks": VectorTasks(self.store).count(),
+            "queued_tasks": self.store.tasks().count(),
             "embedding_model": getattr(vectors.embeddings, "model_name", None),
         }
 
@@ -203,13 +201,12 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     # and settling each batch at once keeps what a replica that dies leaves to redo small.
     flush_interval = 10.0 if settings.vector_store == "embedded" else 0.0
     indexer = TurnIndexer(
-        EmbeddingOutbox(store), index, embeddings, facts=facts, flush_interval=flush_interval
+        store.outbox(), index, embeddings, facts=facts, flush_interval=flush_interval
     )
     # If the store is down at start-up, the worker opens both collections once it is back.
     worker = BackfillWorker(indexer)
     try:
-        index.open()
-        facts_index.open()
+        indexer.open()
         worker.index_open = True
     except MemoryChainError as exc:
         worker.last_error = str(exc)

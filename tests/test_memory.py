@@ -33,7 +33,6 @@ from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.indexer import TurnIndexer
@@ -81,7 +80,7 @@ def memory(
     tier3 = Tier3(
         index=index,
         embeddings=embeddings,
-        indexer=TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts),
+        indexer=TurnIndexer(store.outbox(), index, embeddings, facts=facts),
     )
     manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
     summarizer = ScriptedSummarizer()
@@ -119,7 +118,7 @@ def test_retrieve_merges_every_tier(memory: Any) -> None:
     chat(manager, "trip", "ana", "We fly to Lisbon on May 3rd", "Budget is 2000 euros")
     chat(manager, "trip", "ana", *[f"filler message {i}" for i in range(8)])
     wait_idle(service)  # 20 messages: one consolidation stored a summary and embedded turns
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     context = manager.retrieve("trip", "ana", "When do we fly to Lisbon?")
     assert context.summary is not None
     assert [t.turn_number for t in context.recent] == list(range(16, 21))  # pruned to 5
@@ -258,7 +257,7 @@ def test_token_trigger_fires_at_message_ten_with_the_chains_real_prompts(memory:
             [NewTurn("user", text), NewTurn("assistant", f"Noted, that sounds lovely: {text}")],
         )
     wait_idle(service)
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     model = BilledChatModel(counter=manager.counter, prompts=[], bills=[])
     chain = build_chat_chain(manager, model)
     questions = [
@@ -783,7 +782,7 @@ def test_two_users_with_one_conversation_id_share_nothing(memory: Any) -> None:
         turns = [NewTurn("user" if n % 2 == 0 else "assistant", t) for n, t in enumerate(texts)]
         stored = manager.add_turns("notes", user, turns)
         assert [t.turn_number for t in stored] == [1, 2, 3, 4]  # both start at 1
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     assert manager.tier3.index.count() == 8  # no point overwrote another user's
     for user, texts in (("ana", ana), ("bob", bob)):
         assert [t.content for t in manager.store.get_turns("notes", user_id=user)] == texts

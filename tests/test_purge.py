@@ -33,8 +33,6 @@ from memory_chain.schemas import NewTurn, utcnow
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.sql.tasks import VectorTasks
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
@@ -79,7 +77,7 @@ def memory(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryMan
     index.open()
     facts_index.open()
     facts = UserFacts(facts_index, embeddings)
-    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings, facts=facts)
+    indexer = TurnIndexer(store.outbox(), index, embeddings, facts=facts)
     tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
     manager = MemoryManager(store, TurnBuffer(), tier3=tier3)
     yield manager
@@ -137,7 +135,7 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
     assert manager.tier3.facts is not None
     _store(manager, "secret", SECRET)
     _store(manager, "kept", KEPT)
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     assert _points_of(manager, "secret") == (4, 1)
     before, _ = _everything_read(manager)
     assert "4471" in before  # what the purge must take away was found by the paths
@@ -146,7 +144,7 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
     manager.tier3.index.close()
     manager.tier3.facts.index.close()
     assert manager.delete_conversation("secret", "ana")
-    tasks = VectorTasks(manager.store).pending()  # the deletion waits in tier 2
+    tasks = manager.store.tasks().pending()  # the deletion waits in tier 2
     assert [(task.kind, task.conversation_id) for task in tasks] == [("forget", "secret")]
     down, counts_down = _everything_read(manager)
     assert not [word for word in GONE if word in down], down
@@ -164,8 +162,8 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
     assert counts_back["facts"] == 1  # the kept conversation's fact, not the purged one's
 
     # The backfill does the queued deletion: nothing is left behind.
-    assert manager.tier3.indexer.drain() == 0
-    assert VectorTasks(manager.store).count() == 0
+    assert manager.tier3.drain() == 0
+    assert manager.store.tasks().count() == 0
     assert _points_of(manager, "secret") == (0, 0)
     assert _points_of(manager, "kept") == (4, 1)
     after, counts_after = _everything_read(manager)
@@ -182,7 +180,7 @@ def test_archived_conversations_are_found_only_when_asked(memory: MemoryManager)
     assert manager.tier3 is not None
     _store(manager, "old", SECRET)
     _store(manager, "kept", KEPT)
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     manager.store.set_status("old", "archived", user_id="ana")
     query = "What is my locker code?"
     default = manager.find(query, user_id="ana", limit=10, facts=True).items
@@ -230,7 +228,7 @@ def test_retention_purges_old_and_surplus_conversations_from_every_tier(
     ]:
         _store_as(manager, user, conversation, f"Please remember this: {conversation} is mine.")
         _age(manager, user, conversation, days)
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     assert not Retention(manager, days=None, max_per_user=None).enabled
     retention = Retention(manager, days=30, max_per_user=2)
     assert retention.sweep() == 2  # ana's silent "old", bob's least recent beyond two
@@ -287,7 +285,7 @@ def test_points_carry_tags_and_their_ranges_summary_and_filter_by_tag(
         ("assistant", "Noted."),
     ]
     manager.add_turns("dev", "ana", [NewTurn(role, text) for role, text in turns])  # type: ignore[arg-type]
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     payloads = {p.payload.turn_number: p.payload for p in manager.tier3.index.scroll()}
     assert payloads[1].tags == ("question", "technical")
     assert payloads[2].tags == ("code", "technical")
@@ -296,16 +294,14 @@ def test_points_carry_tags_and_their_ranges_summary_and_filter_by_tag(
     assert all(p.summary is None for p in payloads.values())
     # A summary of turns 1-4 is stored: their points carry it once the backfill has run.
     manager.store.add_summary("dev", "Ana fixed an import error.", (1, 4), user_id="ana")
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     summaries = {p.payload.summary for p in manager.tier3.index.scroll()}
     assert summaries == {"Ana fixed an import error."}
     # Turns embedded after the summary (a reindex) get it at once.
-    manager.tier3.indexer.reindex(user_id="ana")
+    manager.tier3.reindex(user_id="ana")
     assert {p.payload.summary for p in manager.tier3.index.scroll()} == summaries
     # Filtered by tag, through tier 3's retriever and the fused retriever alike.
-    turn_retriever = TurnRetriever(
-        index=manager.tier3.index, embeddings=manager.tier3.embeddings, user_id="ana", k=10
-    )
+    turn_retriever = TurnRetriever(semantic=manager.tier3, user_id="ana", k=10)
     questions = turn_retriever.invoke("python error", tags=["question"])
     assert [d.metadata["turn_number"] for d in questions] == [1]
     assert questions[0].metadata["summary"] == "Ana fixed an import error."
@@ -321,12 +317,12 @@ def test_a_dismissed_fact_stays_forgotten_through_a_reindex(memory: MemoryManage
     assert manager.tier3 is not None
     _store_as(manager, "ana", "trip", "Please remember this: my seat is 14C.")
     _store_as(manager, "ana", "work", "Please remember this: the report is due Friday.")
-    manager.tier3.indexer.drain()
+    manager.tier3.drain()
     assert {f.conversation_id for f in manager.facts("ana")} == {"trip", "work"}
     assert not manager.dismiss_fact("ana", "trip", 2)  # the reply is not a fact
     assert manager.dismiss_fact("ana", "trip", 1)
     assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
-    manager.tier3.indexer.reindex()
+    manager.tier3.reindex()
     assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
     first = manager.store.get_turns("trip", user_id="ana")[0]
     assert first.content.endswith("14C.")  # the turn itself is kept

@@ -90,21 +90,23 @@ class StoredData:
 
     def _points(self) -> Iterator[Metric]:
         vectors = self.services.vectors
-        if vectors is None or vectors.worker is None or not vectors.worker.index_open:
+        if vectors is None or not vectors.is_open:
             return
         points = GaugeMetricFamily(
             "memory_chain_vector_points", "Points in tier 3, by collection.", labels=["collection"]
         )
         settings = self.services.settings
-        indexes = [(settings.qdrant_collection_conversations, vectors.index)]
-        if vectors.facts is not None:
-            indexes.append((settings.qdrant_collection_user_facts, vectors.facts.index))
+        names = {
+            "turns": settings.qdrant_collection_conversations,
+            "facts": settings.qdrant_collection_user_facts,
+        }
         try:
-            for collection, index in indexes:
-                points.add_metric([collection], index.count())
+            counts = vectors.point_counts()
         except MemoryChainError as exc:
             logger.warning("metrics: tier 3 did not answer: %s", exc)
             return
+        for collection, count in counts.items():
+            points.add_metric([names[collection]], count)
         yield points
 
 

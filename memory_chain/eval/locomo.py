@@ -206,7 +206,7 @@ def ingested(
             tier3 = services.vectors
             assert tier3 is not None
             embed_start = time.perf_counter()
-            tier3.indexer.drain(progress=lambda done, total: notify("embedding", done, total))
+            tier3.drain(progress=lambda done, total: notify("embedding", done, total))
             seconds["embed"] = round(time.perf_counter() - embed_start, 2)
             yield manager, numbers
         finally:

@@ -18,7 +18,6 @@ from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
@@ -34,7 +33,7 @@ def manager(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryMa
     store = SQLStore(engine, queue_embeddings=True)
     index = QdrantIndex(QdrantClient(":memory:"))
     index.open()
-    indexer = TurnIndexer(EmbeddingOutbox(store), index, embeddings)
+    indexer = TurnIndexer(store.outbox(), index, embeddings)
     tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
     yield MemoryManager(store, TurnBuffer(), tier3=tier3)
     engine.dispose()

@@ -354,7 +354,6 @@ def test_0007_gives_each_user_their_own_conversation_ids(sql_url: str) -> None:
 
     from memory_chain.schemas import NewTurn
     from memory_chain.tiers.sql import SQLStore
-    from memory_chain.tiers.sql.tasks import VectorTasks
 
     engine = create_sql_engine(sql_url)
     try:
@@ -403,7 +402,7 @@ def test_0007_gives_each_user_their_own_conversation_ids(sql_url: str) -> None:
         assert sorted(h.turn_number for h in inside) == [1, 2]
         assert store.search("zebra", user_id="bob", conversation_id="c1") == []
         # Tier 3 re-embeds both conversations under point ids that include their owner.
-        tasks = [(t.kind, t.user_id, t.conversation_id) for t in VectorTasks(store).pending()]
+        tasks = [(t.kind, t.user_id, t.conversation_id) for t in store.tasks().pending()]
         assert tasks == [("forget", "ana", "c1"), ("forget", "bob", "c2")]
         # Bob can now have a "c1" of his own.
         store.append_turns("c1", [NewTurn("user", "bob's own c1")], user_id="bob")

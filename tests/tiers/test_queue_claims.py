@@ -25,7 +25,7 @@ from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.claims import Claimant
 from memory_chain.tiers.sql.models import outbox
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
-from memory_chain.tiers.sql.tasks import VectorTasks, add_task
+from memory_chain.tiers.sql.tasks import add_task
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter
@@ -70,7 +70,7 @@ def open_replica(url: str, embeddings: Embeddings, *, lease: float = 30.0) -> Re
     facts_index = PgVectorIndex(engine, "user_facts", 384)
     index.open()
     facts_index.open()
-    outbox_ = EmbeddingOutbox(store, claimant=Claimant(lease=lease))
+    outbox_ = store.outbox(claimant=Claimant(lease=lease))
     facts = UserFacts(facts_index, embeddings)
     indexer = TurnIndexer(outbox_, index, embeddings, facts=facts, batch_size=8, flush_interval=0)
     return Replica(engine, store, indexer)
@@ -151,8 +151,8 @@ def both(sql_url: str) -> Iterator[tuple[SQLStore, SQLStore]]:
 def test_claims_are_disjoint_and_a_dead_workers_expire(both: tuple[SQLStore, SQLStore]) -> None:
     first, second = both
     say(first, "trip", *(f"message {n}" for n in range(6)))
-    dead = EmbeddingOutbox(first, claimant=Claimant("dead", lease=0.5))
-    alive = EmbeddingOutbox(second, claimant=Claimant("alive", lease=30))
+    dead = first.outbox(claimant=Claimant("dead", lease=0.5))
+    alive = second.outbox(claimant=Claimant("alive", lease=30))
     taken = dead.claim(4)
     assert [p.turn.turn_number for p in taken] == [1, 2, 3, 4]
     assert [p.turn.turn_number for p in alive.claim(10)] == [5, 6]  # not the dead one's
@@ -177,9 +177,9 @@ def test_tasks_of_one_scope_are_claimed_in_the_order_queued(
         ("refresh", "bob", "notes"),
     ]:
         turns = (1, 2) if kind == "refresh" else None
-        first.run_write(lambda conn: add_task(conn, kind, user, conversation, turns))  # noqa: B023
-    a = VectorTasks(first, claimant=Claimant("a"))
-    b = VectorTasks(second, claimant=Claimant("b"))
+        first.database.write(lambda conn: add_task(conn, kind, user, conversation, turns))  # noqa: B023
+    a = first.tasks(claimant=Claimant("a"))
+    b = second.tasks(claimant=Claimant("b"))
     claimed = [(t.kind, t.user_id, t.conversation_id) for t in a.claim(10)]
     # ana's forget of trip waits for the refresh before it; bob's refresh for the forget of
     # all his conversations.
@@ -215,7 +215,7 @@ def test_a_purge_while_another_replica_embeds_its_turns_is_not_undone(
     assert len(points(a.engine, "conversation_memory", "secret")) == 2
     assert points(a.engine, "user_facts", "secret") != []
     assert a.indexer.settle() == 3  # the settle sees the turns gone: forget queued again
-    assert [t.kind for t in VectorTasks(a.store).pending()] == ["forget"]
+    assert [t.kind for t in a.store.tasks().pending()] == ["forget"]
     b.indexer.drain()
     assert points(a.engine, "conversation_memory", "secret") == []
     assert points(a.engine, "user_facts", "secret") == []
@@ -247,8 +247,8 @@ def test_a_refresh_taken_over_from_a_stalled_worker_cannot_bring_a_purge_back(
     a, b = two
     say(a.store, "trip", "We fly to Lisbon on 3 May.", "The hotel is near the river.")
     a.indexer.drain()
-    a.store.run_write(lambda conn: add_task(conn, "refresh", "ana", "trip", (1, 2)))
-    stalled = VectorTasks(a.store, claimant=Claimant("stalled", lease=0.5))
+    a.store.database.write(lambda conn: add_task(conn, "refresh", "ana", "trip", (1, 2)))
+    stalled = a.store.tasks(claimant=Claimant("stalled", lease=0.5))
     [refresh] = stalled.claim(10)
     read = list(a.indexer.index.scroll(VectorFilter(user_id="ana", conversation_id="trip")))
     assert len(read) == 2  # the stalled refresh read the points, then stopped past its lease

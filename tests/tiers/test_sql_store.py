@@ -13,7 +13,8 @@ from memory_chain.errors import ConversationNotFoundError, InvalidInputError, Sc
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.tiers.sql import SQLStore, create_sql_engine
 from memory_chain.tiers.sql.models import conversations, summaries, turns
-from memory_chain.tiers.sql.search import TermStats, keyword_search
+from memory_chain.tiers.sql.search import keyword_search
+from memory_chain.tiers.sql.term_stats import TermStats
 
 
 def _snapshot(store: SQLStore) -> tuple[list[tuple[object, ...]], ...]:
@@ -493,7 +494,7 @@ def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
 
 def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> None:
     from memory_chain.tiers.sql.lifecycle import WITH_ARCHIVED
-    from memory_chain.tiers.sql.search import CountCache
+    from memory_chain.tiers.sql.term_stats import CountCache
 
     now = [0.0]
     store.statuses = CountCache(ttl=2.0, size=100, clock=lambda: now[0])

@@ -28,7 +28,6 @@ from sqlalchemy import Engine
 from memory_chain.errors import InvalidInputError, VectorStoreUnavailableError
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
@@ -37,6 +36,7 @@ from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.retriever import TurnRetriever
+from memory_chain.tiers.vectors.semantic import SemanticSearch
 from memory_chain.tiers.vectors.worker import BackfillWorker
 from tests.postgres import database_url, free_port, running_postgres
 
@@ -106,7 +106,7 @@ def test_outbox_backfill_and_idempotent_ids(
     queued_store: SQLStore, index: VectorIndex, embeddings: SentenceEmbeddings
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
-    outbox = EmbeddingOutbox(queued_store)
+    outbox = queued_store.outbox()
     assert outbox.count() == len(TRIP)
     indexer = TurnIndexer(outbox, index, embeddings, batch_size=4)
     progress: list[tuple[int, int]] = []
@@ -129,8 +129,8 @@ def test_retriever_finds_the_right_turn_with_filters(
     store_conversation(queued_store, "trip", "ana", TRIP)
     store_conversation(queued_store, "code", "ana", OTHER)
     store_conversation(queued_store, "bobs", "bob", TRIP)
-    TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings).drain()
-    retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana", k=3)
+    TurnIndexer(queued_store.outbox(), index, embeddings).drain()
+    retriever = TurnRetriever(semantic=SemanticSearch(index, embeddings), user_id="ana", k=3)
 
     docs = retriever.invoke("When does our flight leave?", conversation_id="trip")
     assert docs[0].metadata["turn_number"] == 3
@@ -159,8 +159,8 @@ async def test_retriever_async_and_bad_arguments(
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
     store_conversation(queued_store, "code", "ana", OTHER)
-    TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings).drain()
-    retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana")
+    TurnIndexer(queued_store.outbox(), index, embeddings).drain()
+    retriever = TurnRetriever(semantic=SemanticSearch(index, embeddings), user_id="ana")
     docs = await retriever.ainvoke("vegetarian food", k=2)
     assert len(docs) == 2
     assert docs[0].metadata["turn_number"] in (7, 8)
@@ -183,7 +183,7 @@ def test_reindex_restores_a_deleted_collection_exactly(
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
     store_conversation(queued_store, "code", "bob", OTHER)
-    indexer = TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings)
+    indexer = TurnIndexer(queued_store.outbox(), index, embeddings)
     indexer.drain()
     before = snapshot(index)
     index.drop()
@@ -208,7 +208,7 @@ def test_deleting_a_conversation_removes_its_points(
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
     store_conversation(queued_store, "code", "ana", OTHER)
-    indexer = TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings)
+    indexer = TurnIndexer(queued_store.outbox(), index, embeddings)
     indexer.drain()
     assert queued_store.delete_conversation("trip", user_id="ana")
     indexer.apply_tasks()  # the purge queued the deletion of its points
@@ -220,7 +220,7 @@ def test_unreachable_qdrant_keeps_turns_queued_until_backfill(
     queued_store: SQLStore, embeddings: SentenceEmbeddings
 ) -> None:
     store_conversation(queued_store, "trip", "ana", TRIP)
-    outbox = EmbeddingOutbox(queued_store)
+    outbox = queued_store.outbox()
     down = QdrantIndex.from_url(f"http://127.0.0.1:{free_port()}", timeout=2)
     indexer = TurnIndexer(outbox, down, embeddings)
     with pytest.raises(VectorStoreUnavailableError):
@@ -249,7 +249,7 @@ def test_pgvector_down_keeps_turns_queued_until_it_is_back(
         upgrade(engine)
         index = PgVectorIndex(engine, dimension=384)
         index.open()
-        outbox = EmbeddingOutbox(queued_store)
+        outbox = queued_store.outbox()
         indexer = TurnIndexer(outbox, index, embeddings)
         store_conversation(queued_store, "trip", "ana", TRIP)
         assert indexer.drain() == len(TRIP)
@@ -293,7 +293,7 @@ def test_user_facts_are_filed_from_the_outbox_and_survive_an_outage(
     """A "remember this" waits in tier 2 with its turn while the facts store is down."""
     store_conversation(queued_store, "gym", "ana", SAVES)
     store_conversation(queued_store, "bobs", "bob", [("user", "Don't forget: I hate olives.")])
-    outbox = EmbeddingOutbox(queued_store)
+    outbox = queued_store.outbox()
     turns = QdrantIndex(QdrantClient(":memory:"))
     turns.open()
     down = QdrantIndex.from_url(f"http://127.0.0.1:{free_port()}", timeout=2)
@@ -333,16 +333,14 @@ def test_user_facts_are_filed_from_the_outbox_and_survive_an_outage(
 def test_backfill_worker_embeds_in_the_background(
     queued_store: SQLStore, index: VectorIndex, embeddings: SentenceEmbeddings
 ) -> None:
-    worker = BackfillWorker(
-        TurnIndexer(EmbeddingOutbox(queued_store), index, embeddings), interval=0.2
-    )
+    worker = BackfillWorker(TurnIndexer(queued_store.outbox(), index, embeddings), interval=0.2)
     worker.index_open = True
     worker.start()
     try:
         store_conversation(queued_store, "trip", "ana", TRIP)
         worker.notify()
         deadline = time.monotonic() + 60
-        outbox = EmbeddingOutbox(queued_store)
+        outbox = queued_store.outbox()
         while index.count() < len(TRIP) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert index.count() == len(TRIP)
@@ -381,10 +379,12 @@ def test_user_isolation_property(
             if kind == "pgvector":  # one database for every example: start empty
                 index.drop()
             index.open()
-            TurnIndexer(EmbeddingOutbox(store), index, fake).drain()
-            store_outbox = EmbeddingOutbox(store)
+            TurnIndexer(store.outbox(), index, fake).drain()
+            store_outbox = store.outbox()
             store_outbox.enqueue()  # the next backend embeds the same turns
-            docs = TurnRetriever(index=index, embeddings=fake, user_id=searcher, k=20).invoke(query)
+            docs = TurnRetriever(
+                semantic=SemanticSearch(index, fake), user_id=searcher, k=20
+            ).invoke(query)
             assert {d.metadata["user_id"] for d in docs} <= {searcher}
             assert len(docs) == owners.count(searcher)
             index.close()
@@ -432,10 +432,10 @@ def _standard_params(kind: str) -> dict[str, Any]:
         store_conversation(store, "trip", "ana", TRIP)
         index = make_index(kind, folder)
         index.open()
-        TurnIndexer(EmbeddingOutbox(store), index, embeddings).drain()
+        TurnIndexer(store.outbox(), index, embeddings).drain()
         engine.dispose()
         _standard_indexes[kind] = index
-    return {"index": _standard_indexes[kind], "embeddings": embeddings, "user_id": "ana"}
+    return {"semantic": SemanticSearch(_standard_indexes[kind], embeddings), "user_id": "ana"}
 
 
 class TestEmbeddedRetrieverStandard(RetrieversIntegrationTests):
@@ -461,7 +461,7 @@ class TestQdrantRetrieverStandard(TestEmbeddedRetrieverStandard):
 def test_outbox_is_settled_only_after_points_are_flushed(
     queued_store: SQLStore, embeddings: SentenceEmbeddings
 ) -> None:
-    outbox = EmbeddingOutbox(queued_store)
+    outbox = queued_store.outbox()
     seen_at_flush: list[int] = []
 
     class RecordingIndex(QdrantIndex):

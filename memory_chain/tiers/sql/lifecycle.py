@@ -15,11 +15,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import datetime
 from functools import cache
-from typing import Any
 
 from sqlalchemy import (
     Connection,
-    Engine,
     Executable,
     bindparam,
     delete,
@@ -29,8 +27,9 @@ from sqlalchemy import (
     update,
 )
 
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError
-from memory_chain.schemas import ConversationStatus, utcnow
+from memory_chain.errors import ConversationNotFoundError
+from memory_chain.schemas import STATUSES, ConversationStatus, utcnow, validate_status
+from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import (
     conversations,
     dismissed_facts,
@@ -38,18 +37,17 @@ from memory_chain.tiers.sql.models import (
     summaries,
     turns,
 )
-from memory_chain.tiers.sql.rows import client_id, naive_utc, storage_errors, stored_id
-from memory_chain.tiers.sql.search import CountCache
+from memory_chain.tiers.sql.rows import client_id, naive_utc, stored_id
 from memory_chain.tiers.sql.tasks import add_task
+from memory_chain.tiers.sql.term_stats import CountCache
 
-STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
 #: What retrieval shows by default, and with archived conversations asked for.
 ACTIVE: tuple[str, ...] = ("active",)
 WITH_ARCHIVED: tuple[str, ...] = ("active", "archived")
 
 
 #: Statuses as the visibility cache keeps them (a missing or unknown status counts as hidden).
-_STATUS_CODES = {"active": 0, "archived": 1, "deleted": 2}
+_STATUS_CODES = {status: code for code, status in enumerate(sorted(STATUSES))}
 #: Seconds a conversation's status is reused by retrieval. A change made by this process
 #: clears the cache at once; one made by another process (a replica, the CLI) shows within it.
 STATUS_TTL = 2.0
@@ -66,14 +64,10 @@ def _status_statement() -> Executable:
 class ConversationLifecycle:
     """Archiving and purging, for :class:`SQLStore` (which provides the attributes below)."""
 
-    engine: Engine
+    database: Database
     queue_embeddings: bool
     #: Statuses by stored id, for :meth:`visible_conversations` (see :data:`STATUS_TTL`).
     statuses: CountCache
-
-    def run_write(self, work: Any) -> Any:  # pragma: no cover - provided by SQLStore
-        """Run ``work(conn)`` in one write transaction."""
-        raise NotImplementedError
 
     def set_status(self, conversation_id: str, status: ConversationStatus, *, user_id: str) -> None:
         """Set a conversation's status (``active``, ``archived`` or ``deleted``).
@@ -81,8 +75,7 @@ class ConversationLifecycle:
         Retrieval leaves out archived conversations unless asked for them, and never shows
         ``deleted`` ones.
         """
-        if status not in STATUSES:
-            raise InvalidInputError(f"unknown status {status!r}: use one of {sorted(STATUSES)}")
+        validate_status(status)
 
         key = stored_id(user_id, conversation_id)
 
@@ -91,7 +84,7 @@ class ConversationLifecycle:
             if conn.execute(statement.values(status=status)).rowcount == 0:
                 raise ConversationNotFoundError(conversation_id)
 
-        self.run_write(work)
+        self.database.write(work)
         self.statuses.clear()
 
     def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
@@ -111,7 +104,7 @@ class ConversationLifecycle:
                 add_task(conn, "forget", user_id, conversation_id)
             return True
 
-        deleted: bool = self.run_write(work)
+        deleted: bool = self.database.write(work)
         self.statuses.clear()
         return deleted
 
@@ -133,7 +126,7 @@ class ConversationLifecycle:
                 add_task(conn, "forget", user_id)
             return len(ids)
 
-        removed: int = self.run_write(work)
+        removed: int = self.database.write(work)
         self.statuses.clear()
         return removed
 
@@ -188,7 +181,7 @@ class ConversationLifecycle:
                     add_task(conn, "forget_fact", user_id, conversation_id, turn)
             return True
 
-        found: bool = self.run_write(work)
+        found: bool = self.database.write(work)
         return found
 
     def dismissed(
@@ -202,7 +195,7 @@ class ConversationLifecycle:
             dismissed_facts.c.conversation_id == stored_id(user_id, conversation_id),
             dismissed_facts.c.turn_number.in_(numbers),
         )
-        with storage_errors(), self.engine.connect() as conn:
+        with self.database.connect() as conn:
             return set(conn.execute(statement).scalars())
 
     def visible_conversations(
@@ -225,7 +218,7 @@ class ConversationLifecycle:
         known = self.statuses.fresh(keys)
         missing = [key for key in keys if key not in known]
         if missing:
-            with storage_errors(), self.engine.connect() as conn:
+            with self.database.connect() as conn:
                 rows = conn.execute(_status_statement(), {"keys": missing}).all()
             found = {row.conversation_id: _STATUS_CODES.get(row.status, -1) for row in rows}
             self.statuses.store(found)  # absent ones are asked again: they may be created
@@ -245,7 +238,7 @@ class ConversationLifecycle:
         if user_id is not None:
             statement = statement.where(conversations.c.user_id == user_id)
         statement = statement.order_by(conversations.c.id).limit(max(limit, 0))
-        with storage_errors(), self.engine.connect() as conn:
+        with self.database.connect() as conn:
             rows = conn.execute(statement).all()
         return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]
 
@@ -273,6 +266,6 @@ class ConversationLifecycle:
             .order_by(ranked.c.at)
             .limit(max(limit, 0))
         )
-        with storage_errors(), self.engine.connect() as conn:
+        with self.database.connect() as conn:
             rows = conn.execute(statement).all()
         return [(row.user_id or "", client_id(row.conversation_id)) for row in rows]

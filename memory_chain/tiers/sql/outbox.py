@@ -1,9 +1,10 @@
 """The embedding outbox: which stored turns still need to be embedded into tier 3.
 
-:class:`SQLStore` adds a turn to the outbox in the transaction that stores it (when created
-with ``queue_embeddings=True``); the tier-3 indexer claims batches from it (one worker at a
-time per turn, across replicas: :mod:`.claims`) and removes them once their points are
-stored. A turn is embedded exactly when it is not in the outbox.
+:class:`~memory_chain.tiers.sql.store.SQLStore` adds a turn to the outbox in the transaction
+that stores it (when created with ``queue_embeddings=True``; ``store.outbox()`` is this
+module's :class:`EmbeddingOutbox` over the store's database); the tier-3 indexer claims batches
+from it (one worker at a time per turn, across replicas: :mod:`.claims`) and removes them once
+their points are stored. A turn is embedded exactly when it is not in the outbox.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     TIMESTAMP,
@@ -27,11 +28,10 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memory_chain.schemas import Turn, utcnow
 from memory_chain.tiers.sql.claims import UNCLAIMED, Claimant, claim_ids, held_by
+from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import (
     conversations,
     dismissed_facts,
@@ -42,13 +42,9 @@ from memory_chain.tiers.sql.models import (
 from memory_chain.tiers.sql.rows import (
     conversation_scope,
     naive_utc,
-    storage_errors,
     turn_from_row,
 )
 from memory_chain.tiers.sql.tasks import add_task
-
-if TYPE_CHECKING:
-    from memory_chain.tiers.sql.store import SQLStore
 
 logger = logging.getLogger(__name__)
 
@@ -129,20 +125,20 @@ def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
 
 
 class EmbeddingOutbox:
-    """Claims and settles the outbox of a :class:`SQLStore`.
+    """Claims and settles the embedding outbox of a tier-2 database.
 
     Several workers (one per replica, the command line's ``reindex``) may work on one outbox:
     each takes turns with a claim (:mod:`.claims`), so a queued turn is embedded by one worker
     at a time, and one that dies leaves its turns to another once its claims expire.
 
     Args:
-        store: The tier-2 store whose turns are queued.
+        database: The tier-2 database whose turns are queued.
         claimant: Who this worker is and how long its claims last (a new worker id by
             default).
     """
 
-    def __init__(self, store: SQLStore, *, claimant: Claimant | None = None) -> None:
-        self.store = store
+    def __init__(self, database: Database, *, claimant: Claimant | None = None) -> None:
+        self.database = database
         self.claimant = claimant if claimant is not None else Claimant()
 
     def claim(self, limit: int, *, exclude: Collection[int] = ()) -> list[PendingTurn]:
@@ -162,7 +158,7 @@ class EmbeddingOutbox:
                 return []
             return list(conn.execute(_pending_statement(), {"ids": ids}).all())
 
-        rows: list[Any] = self.store.run_write(work)
+        rows = self.database.write(work)
         return [
             PendingTurn(
                 row.id,
@@ -214,7 +210,7 @@ class EmbeddingOutbox:
                     add_task(conn, "forget_fact", pending.user_id, conversation, (number,) * 2)
             return gone
 
-        gone: list[tuple[str, str]] = self.store.run_write(work)
+        gone = self.database.write(work)
         if gone:
             logger.info(
                 "tier 3: %d conversations purged while embedded, forgotten again", len(gone)
@@ -245,17 +241,17 @@ class EmbeddingOutbox:
             chosen = select(turns.c.id).where(
                 ~exists().where(outbox.c.turn_id == turns.c.id), *scope
             )
-            dialect_insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
             # Another worker may queue the same turns at once (two forgets of one scope).
             added = conn.execute(
-                dialect_insert(outbox).from_select(["turn_id"], chosen).on_conflict_do_nothing()
+                self.database.insert(outbox)
+                .from_select(["turn_id"], chosen)
+                .on_conflict_do_nothing()
             )
             return max(int(added.rowcount), 0)
 
-        added: int = self.store.run_write(work)
-        return added
+        return self.database.write(work)
 
     def count(self) -> int:
         """How many turns are waiting."""
-        with storage_errors(), self.store.engine.connect() as conn:
+        with self.database.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(outbox)).scalar_one())

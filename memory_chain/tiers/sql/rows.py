@@ -73,6 +73,21 @@ def turn_from_row(row: Any) -> Turn:
     )
 
 
+def turn_values(stored: str, turn: Turn) -> dict[str, Any]:
+    """The ``conversation_turns`` row of a turn of the conversation stored as ``stored``."""
+    tokens = turn.tokens
+    return {
+        "conversation_id": stored,
+        "turn_number": turn.turn_number,
+        "role": turn.role,
+        "content": turn.content,
+        "timestamp": naive_utc(turn.timestamp),
+        "tokens_prompt": tokens.prompt if tokens else None,
+        "tokens_completion": tokens.completion if tokens else None,
+        "tokens_total": tokens.total if tokens else None,
+    }
+
+
 def conversation_from_row(row: Any) -> ConversationInfo:
     """A ``conversations`` row as a :class:`ConversationInfo`."""
     return ConversationInfo(

@@ -6,28 +6,32 @@ and ranked (BM25 on SQLite, ``ts_rank_cd`` on PostgreSQL, matched-word count for
 question such as "what did we say about FastAPI?" finds turns that mention FastAPI.
 Scores are "higher is better" in every backend.
 
-On SQLite, query words that occur in at least half of the indexed rows are dropped before
-the search (:class:`TermStats`): FTS5's BM25 clamps their IDF to ~0, so they change no
+On SQLite, query words that occur in at least half of the indexed rows are dropped before the
+search (:class:`.term_stats.TermStats`): FTS5's BM25 clamps their IDF to ~0, so they change no
 ranking, yet scoring them reads their whole posting lists (bm25() counts every row that
-contains each query word, in the whole index, on every query). A query of such words only
-finds the rows that contain any of them, newest first, unranked (score 0).
+contains each query word, in the whole index, on every query). A query of such words only finds
+the rows that contain any of them, newest first, unranked (score 0).
 """
 
 from __future__ import annotations
 
 import re
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, bindparam, text
 
 from memory_chain.schemas import KeywordHit, as_utc
 from memory_chain.tiers.sql.rows import client_id
+from memory_chain.tiers.sql.term_stats import (
+    SEARCHED,
+    TABLES,
+    Kind,
+    TermStats,
+    fts_phrase,
+    scope_tokens,
+)
 
-Kind = Literal["turn", "summary"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Words beyond this many in one query are dropped (keeps pathological queries cheap).
 MAX_QUERY_WORDS = 32
@@ -86,8 +90,8 @@ _SUMMARY_COLUMNS = (
     "t.conversation_id, t.turn_range_start, t.turn_range_end, t.summary_text, t.created_at"
 )
 _SOURCES: dict[Kind, tuple[str, str, str]] = {
-    "turn": ("conversation_turns", "content", _TURN_COLUMNS),
-    "summary": ("conversation_summaries", "summary_text", _SUMMARY_COLUMNS),
+    "turn": (TABLES["turn"], "content", _TURN_COLUMNS),
+    "summary": (TABLES["summary"], "summary_text", _SUMMARY_COLUMNS),
 }
 _TIME_COLUMN: dict[Kind, str] = {"turn": "timestamp", "summary": "created_at"}
 
@@ -98,188 +102,9 @@ def _typed(kind: Kind, sql: str, *, typed: bool = True) -> TextualSelect:
     return statement.columns(**{_TIME_COLUMN[kind]: TIMESTAMP}) if typed else statement.columns()
 
 
-def fts_phrase(token: str) -> str:
-    """An FTS5 string literal: nothing inside it is parsed as query syntax."""
-    return '"' + token.replace('"', '""') + '"'
-
-
-def scope_tokens(user_id: str | None, conversation_id: str | None) -> list[str]:
-    """The scope tokens the FTS5 triggers index (see migration 0001)."""
-    tokens = []
-    if conversation_id is not None:
-        tokens.append("c" + conversation_id.encode().hex())
-    if user_id is not None:
-        tokens.append("u" + user_id.encode().hex())
-    return tokens
-
-
-class CountCache:
-    """Counts, each kept ``ttl`` seconds, at most ``size`` (the least recently used go first).
-
-    Thread-safe. Counting rows in an FTS5 index reads posting lists, so the searches below
-    count each word once a ``ttl``.
-
-    Args:
-        ttl: Seconds a count is reused.
-        size: Counts kept.
-        clock: Monotonic time source (tests).
-    """
-
-    def __init__(self, *, ttl: float, size: int, clock: Callable[[], float]) -> None:
-        self.ttl = ttl
-        self.size = size
-        self.clock = clock
-        self._counts: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def fresh(self, keys: Sequence[Hashable]) -> dict[Hashable, int]:
-        """The counts of ``keys`` younger than ``ttl`` (missing keys are left out)."""
-        now = self.clock()
-        found: dict[Hashable, int] = {}
-        with self._lock:
-            for key in keys:
-                cached = self._counts.get(key)
-                if cached is not None and now - cached[0] < self.ttl:
-                    self._counts.move_to_end(key)
-                    found[key] = cached[1]
-        return found
-
-    def clear(self) -> None:
-        """Forget every count."""
-        with self._lock:
-            self._counts.clear()
-
-    def store(self, counts: dict[Hashable, int]) -> None:
-        """Keep ``counts`` from now on."""
-        now = self.clock()
-        with self._lock:
-            for key, count in counts.items():
-                self._counts[key] = (now, count)
-                self._counts.move_to_end(key)
-            while len(self._counts) > self.size:
-                self._counts.popitem(last=False)
-
-
-class TermStats:
-    """Cached document frequencies of query words in the SQLite FTS5 indexes.
-
-    Counting the rows that contain a word costs as much as bm25()'s own count (it reads the
-    word's posting list), so counts are cached per word for ``ttl`` seconds, ``size`` words
-    at most. The row total is bounded from above by the table's largest rowid (one index
-    lookup): a word is only dropped when its count, at most ``ttl`` seconds old, is at least
-    half that bound, which implies FTS5's own IDF clamp.
-
-    Args:
-        ttl: Seconds a count is reused.
-        size: Words kept.
-        min_rows: Below this many rows every word is kept (counting would cost more than
-            it saves).
-        clock: Monotonic time source (tests).
-    """
-
-    def __init__(
-        self,
-        *,
-        ttl: float = 60.0,
-        size: int = 4096,
-        min_rows: int = 1_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.min_rows = min_rows
-        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
-
-    def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
-        """``words`` without those in at least half of the rows (may be none of them).
-
-        One statement reads the row bound and counts the words not cached.
-        """
-        table = _SOURCES[kind][0]
-        cached = self._cache.fresh([(kind, word) for word in words])
-        counts = {word: cached[(kind, word)] for word in words if (kind, word) in cached}
-        missing = [word for word in words if word not in counts]
-        selects = [f"(SELECT coalesce(max(id), 0) FROM {table})"] + [
-            f"(SELECT count(*) FROM {table}_fts WHERE {table}_fts MATCH ?)" for _ in missing
-        ]
-        row = connection.exec_driver_sql(
-            "SELECT " + ", ".join(selects),
-            tuple(f"{_SEARCHED[kind]} : {fts_phrase(word)}" for word in missing),
-        ).one()
-        bound = int(row[0])
-        counted = {word: int(count) for word, count in zip(missing, row[1:], strict=True)}
-        self._cache.store({(kind, word): count for word, count in counted.items()})
-        counts.update(counted)
-        if bound < self.min_rows:
-            return list(words)
-        return [word for word in words if 2 * counts[word] < bound]
-
-
-class ScopeStats:
-    """How many of one user's (or one conversation's) turns contain each word, cached.
-
-    Semantic search embeds the query whole, and an embedding cannot discount a word the way
-    BM25's IDF does: a word found in most of the searched turns (a name that opens every
-    message, a topic the user always talks about) pulls every turn that mentions it to the
-    top. :meth:`common` names such words so that they can be left out of the query that is
-    embedded. Counts come from the turns' FTS5 index (SQLite only) and are kept for ``ttl``
-    seconds, ``size`` entries at most.
-
-    Args:
-        ttl: Seconds a count is reused.
-        size: Counts kept.
-        clock: Monotonic time source (tests).
-    """
-
-    def __init__(
-        self, *, ttl: float = 60.0, size: int = 4096, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
-
-    def common(
-        self,
-        connection: Connection,
-        words: Sequence[str],
-        *,
-        user_id: str | None,
-        conversation_id: str | None,
-        share: float,
-        min_rows: int,
-    ) -> set[str]:
-        """The ``words`` found in at least ``share`` of the scope's turns.
-
-        None when the scope has fewer than ``min_rows`` turns (shares of a few turns say
-        little). One statement counts the scope and the words not cached.
-        """
-        scope = tuple(scope_tokens(user_id, conversation_id))
-        if not scope or not words:
-            return set()
-        wanted = ["", *words]  # "" stands for the scope's row count
-        cached = self._cache.fresh([(scope, word) for word in wanted])
-        counts = {word: cached[(scope, word)] for word in wanted if (scope, word) in cached}
-        missing = [word for word in wanted if word not in counts]
-        if missing:
-            in_scope = " AND ".join(f"scope : {fts_phrase(token)}" for token in scope)
-            matches = [
-                in_scope if not word else f"{in_scope} AND body : {fts_phrase(word)}"
-                for word in missing
-            ]
-            selects = [
-                "(SELECT count(*) FROM conversation_turns_fts WHERE conversation_turns_fts MATCH ?)"
-                for _ in missing
-            ]
-            row = connection.exec_driver_sql("SELECT " + ", ".join(selects), tuple(matches)).one()
-            counted = {word: int(count) for word, count in zip(missing, row, strict=True)}
-            self._cache.store({(scope, word): count for word, count in counted.items()})
-            counts.update(counted)
-        total = counts[""]
-        if total < min_rows:
-            return set()
-        return {word for word in words if counts[word] >= share * total}
-
-
-#: The FTS5 columns a query searches, per kind, and their bm25() weights, in column order:
-#: a turn's own words, its scope tokens (never ranked), the previous turn's words (migration
-#: 0003) and the next turn's (migration 0004).
-_SEARCHED: dict[Kind, str] = {"turn": "{body context next}", "summary": "body"}
+#: The bm25() weights of each kind's FTS5 columns, in column order: a turn's own words, its
+#: scope tokens (never ranked), the previous turn's words (migration 0003) and the next turn's
+#: (migration 0004).
 _BM25_WEIGHTS: dict[Kind, str] = {"turn": "2.0, 0.0, 1.0, 0.5", "summary": "1.0, 0.0"}
 
 
@@ -299,7 +124,7 @@ def _sqlite_fts(
     # Unranked (every word in half of the rows: BM25 would score them all ~0): newest first.
     score = f"-bm25({table}_fts, {_BM25_WEIGHTS[kind]})" if rank else "0.0"
     order = "score DESC" if rank else "rowid DESC"
-    match = f"{_SEARCHED[kind]} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
+    match = f"{SEARCHED[kind]} : (" + " OR ".join(fts_phrase(word) for word in words) + ")"
     # The scope tokens narrow the search inside the index; the SQL conditions in `scope` stay
     # the authority on what a caller may see.
     for token in scope_tokens(user_id, conversation_id):

@@ -9,8 +9,8 @@ Input is validated before the transaction starts: a bad batch changes nothing.
 Conversation ids are each user's own: every method that names a conversation takes its
 ``user_id``, and the row is stored under ``"<user_id>/<conversation_id>"``
 (:func:`~memory_chain.tiers.sql.rows.stored_id`), so one user's choice of id neither blocks
-nor reveals another's. Everything returned carries the id the client uses. Async methods run
-the sync ones in LangChain's executor.
+nor reveals another's. Everything returned carries the id the client uses. The methods block,
+like the engine under them: async callers run them in a worker thread.
 
 Example:
     >>> from memory_chain.schemas import NewTurn
@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,21 +33,9 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    Engine,
-    Executable,
-    bindparam,
-    func,
-    insert,
-    select,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, Engine, Executable, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memory_chain import metrics
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import (
     ConversationNotFoundError,
@@ -57,7 +44,6 @@ from memory_chain.errors import (
 from memory_chain.schemas import (
     ConversationInfo,
     ConversationStatus,
-    KeywordHit,
     NewTurn,
     Summary,
     Turn,
@@ -66,35 +52,22 @@ from memory_chain.schemas import (
     validate_id,
     validate_new_turns,
 )
-from memory_chain.tiers.sql.engine import writer
-from memory_chain.tiers.sql.lifecycle import (
-    ACTIVE,
-    STATUS_TTL,
-    WITH_ARCHIVED,
-    ConversationLifecycle,
-)
-from memory_chain.tiers.sql.locks import try_lock
+from memory_chain.tiers.sql.claims import Claimant
+from memory_chain.tiers.sql.database import Database, dialect_insert
+from memory_chain.tiers.sql.keywords import KeywordSearch
+from memory_chain.tiers.sql.lifecycle import STATUS_TTL, ConversationLifecycle
 from memory_chain.tiers.sql.models import conversations, summaries, turns
-from memory_chain.tiers.sql.outbox import enqueue_range
+from memory_chain.tiers.sql.outbox import EmbeddingOutbox, enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
     naive_utc,
-    storage_errors,
     stored_id,
     summary_from_row,
     turn_from_row,
+    turn_values,
 )
-from memory_chain.tiers.sql.search import (
-    CountCache,
-    Kind,
-    ScopeStats,
-    TermStats,
-    keyword_search,
-    keyword_turns,
-    query_words,
-    sqlite_has_fts,
-)
-from memory_chain.tiers.sql.tasks import add_task
+from memory_chain.tiers.sql.tasks import VectorTasks, add_task
+from memory_chain.tiers.sql.term_stats import CountCache, ScopeStats, TermStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +86,9 @@ class _AppendStatements:
 
 @cache
 def _append_statements(dialect: str) -> _AppendStatements:
-    dialect_insert = pg_insert if dialect == "postgresql" else sqlite_insert
     this = conversations.c.conversation_id == bindparam("cid")
     create = (
-        dialect_insert(conversations)
+        dialect_insert(dialect)(conversations)
         .values(
             conversation_id=bindparam("cid"),
             user_id=bindparam("uid"),
@@ -144,20 +116,14 @@ def _append_statements(dialect: str) -> _AppendStatements:
     return _AppendStatements(create, lock, insert(turns), count)
 
 
-def _scoped_key(user_id: str | None, conversation_id: str | None) -> str | None:
-    """The stored id of a search's conversation (it needs the user who owns it)."""
-    if conversation_id is None:
-        return None
-    if user_id is None:
-        raise InvalidInputError("a search within one conversation needs its user_id")
-    return stored_id(user_id, conversation_id)
-
-
-class SQLStore(ConversationLifecycle):
+class SQLStore(ConversationLifecycle, KeywordSearch):
     """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
 
     Archiving, purging and the checks retrieval makes against them are in
-    :class:`~memory_chain.tiers.sql.lifecycle.ConversationLifecycle`.
+    :class:`~memory_chain.tiers.sql.lifecycle.ConversationLifecycle`, keyword search in
+    :class:`~memory_chain.tiers.sql.keywords.KeywordSearch`. Transactions run through the
+    store's :class:`~memory_chain.tiers.sql.database.Database`; the tier-3 queues kept beside
+    the turns are :meth:`outbox` and :meth:`tasks`.
 
     The schema must exist: run :func:`memory_chain.tiers.sql.migrate.upgrade` first.
 
@@ -174,16 +140,9 @@ class SQLStore(ConversationLifecycle):
         max_message_chars: int = 200_000,
         queue_embeddings: bool = False,
     ) -> None:
-        self.engine = engine
+        self.database = Database(engine)
         self.queue_embeddings = queue_embeddings
-        self._writer = writer(engine)
         self._max_chars = max_message_chars
-        self._dialect = engine.dialect.name
-        # SQLite has one writer at a time; queueing this process's writers on a lock is
-        # cheaper than letting them poll the database's busy handler.
-        self._write_lock: threading.Lock | None = (
-            threading.Lock() if self._dialect == "sqlite" else None
-        )
         self._fts: bool | None = None
         self._term_stats = TermStats()
         self._scope_stats = ScopeStats()
@@ -191,14 +150,24 @@ class SQLStore(ConversationLifecycle):
 
     # -- writes -------------------------------------------------------------------------
 
-    def _insert(self) -> Any:
-        return pg_insert if self._dialect == "postgresql" else sqlite_insert
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for reads that take an engine: export, progress)."""
+        return self.database.engine
+
+    def outbox(self, *, claimant: Claimant | None = None) -> EmbeddingOutbox:
+        """The queue of this store's turns still to embed (see :mod:`.outbox`)."""
+        return EmbeddingOutbox(self.database, claimant=claimant)
+
+    def tasks(self, *, claimant: Claimant | None = None) -> VectorTasks:
+        """The queue of changes tier 3 must still make (see :mod:`.tasks`)."""
+        return VectorTasks(self.database, claimant=claimant)
 
     def _lock_conversation(
         self, conn: Connection, conversation_id: str, user_id: str, now: datetime
     ) -> Any:
         """Create the conversation if needed and lock its row for this transaction."""
-        statements = _append_statements(self._dialect)
+        statements = _append_statements(self.database.dialect)
         key = stored_id(user_id, conversation_id)
         conn.execute(statements.create, {"cid": key, "uid": user_id, "now": now})
         row = conn.execute(statements.lock, {"cid": key}).one()
@@ -212,20 +181,7 @@ class SQLStore(ConversationLifecycle):
         ``with store.try_lock("consolidation:c1") as held:`` holds it for the block when
         ``held`` is True; False means another process holds it. Always held on SQLite.
         """
-        return try_lock(self.engine, name)
-
-    def run_write(self, work: Any) -> Any:
-        """Run ``work(conn)`` in one write transaction (the store's lock on SQLite)."""
-        with storage_errors():
-            if self._write_lock is None:
-                with self._writer.begin() as conn:
-                    return work(conn)
-            with self._write_lock, self._writer.begin() as conn:
-                return work(conn)
-
-    def _read(self, statement: Any) -> list[Any]:
-        with storage_errors(), self.engine.connect() as conn:
-            return list(conn.execute(statement).all())
+        return self.database.try_lock(name)
 
     def append_turns(
         self,
@@ -270,23 +226,8 @@ class SQLStore(ConversationLifecycle):
                 )
                 for offset, turn in enumerate(new_turns)
             ]
-            statements = _append_statements(self._dialect)
-            conn.execute(
-                statements.add_turns,
-                [
-                    {
-                        "conversation_id": key,
-                        "turn_number": turn.turn_number,
-                        "role": turn.role,
-                        "content": turn.content,
-                        "timestamp": naive_utc(turn.timestamp),
-                        "tokens_prompt": turn.tokens.prompt if turn.tokens else None,
-                        "tokens_completion": turn.tokens.completion if turn.tokens else None,
-                        "tokens_total": turn.tokens.total if turn.tokens else None,
-                    }
-                    for turn in stored
-                ],
-            )
+            statements = _append_statements(self.database.dialect)
+            conn.execute(statements.add_turns, [turn_values(key, turn) for turn in stored])
             conn.execute(
                 statements.count,
                 {
@@ -301,8 +242,7 @@ class SQLStore(ConversationLifecycle):
                 enqueue_range(conn, key, first, stored[-1].turn_number)
             return stored
 
-        result: list[Turn] = self.run_write(work)
-        return result
+        return self.database.write(work)
 
     def add_summary(
         self,
@@ -358,7 +298,7 @@ class SQLStore(ConversationLifecycle):
                     f"({row.turn_count or 0})"
                 )
             inserted = conn.execute(
-                self._insert()(summaries)
+                self.database.insert(summaries)
                 .values(
                     conversation_id=key,
                     summary_text=summary_text,
@@ -384,7 +324,7 @@ class SQLStore(ConversationLifecycle):
             return Summary(conversation_id, summary_text, start, end, now, token_count)
 
         try:
-            result: Summary | None = self.run_write(work)
+            result = self.database.write(work)
         except IntegrityError:  # a concurrent writer stored the same range first
             return None
         return result
@@ -394,7 +334,9 @@ class SQLStore(ConversationLifecycle):
     def get_conversation(self, conversation_id: str, *, user_id: str) -> ConversationInfo | None:
         """A conversation's row, or ``None`` if ``user_id`` has no conversation of that id."""
         key = stored_id(user_id, conversation_id)
-        rows = self._read(select(conversations).where(conversations.c.conversation_id == key))
+        rows = self.database.read(
+            select(conversations).where(conversations.c.conversation_id == key)
+        )
         return conversation_from_row(rows[0]) if rows else None
 
     def list_conversations(
@@ -415,7 +357,7 @@ class SQLStore(ConversationLifecycle):
             func.coalesce(conversations.c.last_message_at, conversations.c.created_at).desc(),
             conversations.c.id.desc(),
         )
-        rows = self._read(statement.limit(max(limit, 0)).offset(max(offset, 0)))
+        rows = self.database.read(statement.limit(max(limit, 0)).offset(max(offset, 0)))
         return [conversation_from_row(row) for row in rows]
 
     def get_turns(
@@ -434,18 +376,18 @@ class SQLStore(ConversationLifecycle):
         statement = statement.order_by(turns.c.turn_number)
         if limit is not None:
             statement = statement.limit(max(limit, 0))
-        return [turn_from_row(row) for row in self._read(statement)]
+        return [turn_from_row(row) for row in self.database.read(statement)]
 
     def recent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
         """The last ``count`` turns, oldest first."""
         key = stored_id(user_id, conversation_id)
         statement = select(turns).where(turns.c.conversation_id == key)
         statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
-        return [turn_from_row(row) for row in reversed(self._read(statement))]
+        return [turn_from_row(row) for row in reversed(self.database.read(statement))]
 
     def counts(self) -> dict[str, int]:
         """How many conversations, turns and summaries are stored (every user)."""
-        with storage_errors(), self.engine.connect() as conn:
+        with self.database.connect() as conn:
             return {
                 table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
                 for table in (conversations, turns, summaries)
@@ -455,108 +397,5 @@ class SQLStore(ConversationLifecycle):
         """Every stored range summary, in turn order."""
         key = stored_id(user_id, conversation_id)
         statement = select(summaries).where(summaries.c.conversation_id == key)
-        rows = self._read(statement.order_by(summaries.c.turn_range_start))
+        rows = self.database.read(statement.order_by(summaries.c.turn_range_start))
         return [summary_from_row(row) for row in rows]
-
-    def search(
-        self,
-        query: str,
-        *,
-        user_id: str | None,
-        conversation_id: str | None = None,
-        kinds: Sequence[Kind] = ("turn", "summary"),
-        limit: int = 10,
-        include_archived: bool = False,
-    ) -> list[KeywordHit]:
-        """Keyword search over turns and summaries (see :mod:`.search`).
-
-        Args:
-            query: Free text.
-            user_id: Restrict to this user's conversations (``None``: every user).
-            conversation_id: Restrict to one conversation of ``user_id`` (archived or not: it
-                is named).
-            kinds: ``"turn"``, ``"summary"`` or both.
-            limit: Most hits per kind.
-            include_archived: Search archived conversations too.
-
-        Returns:
-            Hits, best first within each kind; scores are higher for better matches.
-        """
-        key = _scoped_key(user_id, conversation_id)
-        with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
-            if self._fts is None:
-                self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
-            return keyword_search(
-                conn,
-                query,
-                user_id=user_id,
-                conversation_id=key,
-                kinds=kinds,
-                limit=limit,
-                use_fts=self._fts,
-                term_stats=self._term_stats,
-                statuses=WITH_ARCHIVED if include_archived or conversation_id else ACTIVE,
-            )
-
-    def search_turns(
-        self,
-        query: str,
-        *,
-        user_id: str | None,
-        conversation_id: str | None = None,
-        limit: int = 10,
-        scored: int = 1000,
-        include_archived: bool = False,
-    ) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
-        """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
-
-        The turns :meth:`search` finds (same arguments), from one search that also gives
-        the keyword score of many more turns by (conversation, turn number), without
-        reading them (see :func:`.search.keyword_turns`).
-        """
-        key = _scoped_key(user_id, conversation_id)
-        with metrics.retrieval_timer("tier2"), storage_errors(), self.engine.connect() as conn:
-            if self._fts is None:
-                self._fts = self._dialect != "sqlite" or sqlite_has_fts(conn)
-            return keyword_turns(
-                conn,
-                query,
-                user_id=user_id,
-                conversation_id=key,
-                limit=limit,
-                scored=scored,
-                use_fts=self._fts,
-                term_stats=self._term_stats,
-                statuses=WITH_ARCHIVED if include_archived or conversation_id else ACTIVE,
-            )
-
-    def common_words(
-        self,
-        query: str,
-        *,
-        user_id: str,
-        conversation_id: str | None = None,
-        share: float = 0.3,
-        min_rows: int = 50,
-    ) -> set[str]:
-        """The query's words found in at least ``share`` of the scope's turns.
-
-        The scope is the user's turns, or one conversation's. Counted in the turns' full-text
-        index (:class:`.search.ScopeStats`); on PostgreSQL and without FTS5, none.
-        """
-        words = query_words(query)
-        if self._dialect != "sqlite" or not words:
-            return set()
-        with storage_errors(), self.engine.connect() as conn:
-            if self._fts is None:
-                self._fts = sqlite_has_fts(conn)
-            if not self._fts:
-                return set()
-            return self._scope_stats.common(
-                conn,
-                words,
-                user_id=user_id,
-                conversation_id=_scoped_key(user_id, conversation_id),
-                share=share,
-                min_rows=min_rows,
-            )

@@ -25,17 +25,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, delete, exists, func, insert, or_, select
 
 from memory_chain.schemas import utcnow
 from memory_chain.tiers.sql.claims import Claimant, claim_ids, held_by
-from memory_chain.tiers.sql.models import vector_tasks
-from memory_chain.tiers.sql.rows import naive_utc, storage_errors
-
-if TYPE_CHECKING:
-    from memory_chain.tiers.sql.store import SQLStore
+from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.models import summaries, vector_tasks
+from memory_chain.tiers.sql.rows import naive_utc, stored_id
 
 logger = logging.getLogger(__name__)
 
@@ -118,22 +116,22 @@ def _no_older_task() -> Any:
 
 
 class VectorTasks:
-    """Reads, claims and settles the task queue of a :class:`SQLStore`.
+    """Reads, claims and settles the tier-3 task queue of a tier-2 database.
 
     Args:
-        store: The tier-2 store whose changes are queued.
+        database: The tier-2 database whose changes are queued.
         claimant: Who this worker is and how long its claims last (a new worker id by
             default; the indexer shares its outbox's).
     """
 
-    def __init__(self, store: SQLStore, *, claimant: Claimant | None = None) -> None:
-        self.store = store
+    def __init__(self, database: Database, *, claimant: Claimant | None = None) -> None:
+        self.database = database
         self.claimant = claimant if claimant is not None else Claimant()
 
     def pending(self, limit: int = 100) -> list[VectorTask]:
         """The oldest ``limit`` tasks, in the order they were queued (claimed or not)."""
         statement = select(vector_tasks).order_by(vector_tasks.c.id).limit(max(limit, 0))
-        with storage_errors(), self.store.engine.connect() as conn:
+        with self.database.connect() as conn:
             rows = conn.execute(statement).all()
         return [_task(row) for row in rows if row.kind in KINDS]
 
@@ -154,7 +152,7 @@ class VectorTasks:
             chosen = select(vector_tasks).where(vector_tasks.c.id.in_(ids))
             return list(conn.execute(chosen.order_by(vector_tasks.c.id)).all())
 
-        rows: list[Any] = self.store.run_write(work)
+        rows = self.database.write(work)
         return [_task(row) for row in rows if row.kind in KINDS]
 
     def done(self, tasks: Sequence[VectorTask]) -> list[VectorTask]:
@@ -186,7 +184,7 @@ class VectorTasks:
                     add_task(conn, "forget", task.user_id, task.conversation_id)
             return lost
 
-        lost: list[VectorTask] = self.store.run_write(work)
+        lost = self.database.write(work)
         if lost:
             logger.warning(
                 "tier 3: %d tasks were taken over by another worker before they were "
@@ -198,11 +196,16 @@ class VectorTasks:
 
     def summaries(self, user_id: str, conversation_id: str) -> list[tuple[int, int, str]]:
         """``(first turn, last turn, summary)`` of a conversation's summarized ranges."""
-        stored = self.store.get_summaries(conversation_id, user_id=user_id)
-        return [(s.turn_range_start, s.turn_range_end, s.summary_text) for s in stored]
+        columns = summaries.c
+        statement = (
+            select(columns.turn_range_start, columns.turn_range_end, columns.summary_text)
+            .where(columns.conversation_id == stored_id(user_id, conversation_id))
+            .order_by(columns.turn_range_start)
+        )
+        return [(row[0], row[1], row[2]) for row in self.database.read(statement)]
 
     def count(self) -> int:
         """How many tasks are waiting."""
         statement = select(func.count()).select_from(vector_tasks)
-        with storage_errors(), self.store.engine.connect() as conn:
+        with self.database.connect() as conn:
             return int(conn.execute(statement).scalar_one())

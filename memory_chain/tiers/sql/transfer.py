@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, Select, func, insert, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.schemas import (
@@ -35,6 +33,7 @@ from memory_chain.schemas import (
     Turn,
     validate_id,
     validate_new_turns,
+    validate_status,
 )
 from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
@@ -46,11 +45,11 @@ from memory_chain.tiers.sql.rows import (
     stored_id,
     summary_from_row,
     turn_from_row,
+    turn_values,
 )
 from memory_chain.tiers.sql.store import SQLStore
 
 OnConflict = Literal["fail", "skip"]
-STATUSES: frozenset[str] = frozenset({"active", "archived", "deleted"})
 _PAGE = 500
 
 
@@ -166,8 +165,7 @@ def check_record(record: ConversationRecord, *, max_chars: int) -> None:
     info = record.info
     cid = validate_id(info.conversation_id)
     validate_id(info.user_id, "user id")
-    if info.status not in STATUSES:
-        raise InvalidInputError(f"unknown status {info.status!r}: use one of {sorted(STATUSES)}")
+    validate_status(info.status)
     if info.turn_count < 0 or info.total_tokens < 0:
         raise InvalidInputError("turn_count and total_tokens must not be negative")
     if info.summary is not None and "\x00" in info.summary:
@@ -270,9 +268,8 @@ def write_conversation(
     check_record(record, max_chars=max_chars)
     info = record.info
     key = stored_id(info.user_id or "", info.conversation_id)
-    dialect_insert = pg_insert if store.engine.dialect.name == "postgresql" else sqlite_insert
     create = (
-        dialect_insert(conversations)
+        store.database.insert(conversations)
         .values(
             conversation_id=key,
             user_id=info.user_id,
@@ -293,29 +290,14 @@ def write_conversation(
                 return False
             raise ConversationExistsError(info.conversation_id)
         if record.turns:
-            conn.execute(insert(turns), [_turn_values(key, turn) for turn in record.turns])
+            conn.execute(insert(turns), [turn_values(key, turn) for turn in record.turns])
             if store.queue_embeddings:
                 enqueue_range(conn, key, 1, len(record.turns))
         if record.summaries:
             conn.execute(insert(summaries), [_summary_values(key, s) for s in record.summaries])
         return True
 
-    written: bool = store.run_write(work)
-    return written
-
-
-def _turn_values(key: str, turn: Turn) -> dict[str, Any]:
-    tokens = turn.tokens
-    return {
-        "conversation_id": key,
-        "turn_number": turn.turn_number,
-        "role": turn.role,
-        "content": turn.content,
-        "timestamp": naive_utc(turn.timestamp),
-        "tokens_prompt": tokens.prompt if tokens else None,
-        "tokens_completion": tokens.completion if tokens else None,
-        "tokens_total": tokens.total if tokens else None,
-    }
+    return store.database.write(work)
 
 
 def _summary_values(key: str, summary: Summary) -> dict[str, Any]:
@@ -330,7 +312,6 @@ def _summary_values(key: str, summary: Summary) -> dict[str, Any]:
 
 
 __all__ = [
-    "STATUSES",
     "ConversationExistsError",
     "ConversationRecord",
     "OnConflict",

@@ -15,8 +15,10 @@ from memory_chain.tiers.vectors.index import (
 )
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.retriever import TurnRetriever
+from memory_chain.tiers.vectors.semantic import SemanticSearch
 
 __all__ = [
+    "SemanticSearch",
     "SentenceEmbeddings",
     "TurnIndexer",
     "TurnPayload",

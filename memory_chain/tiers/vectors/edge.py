@@ -37,6 +37,7 @@ from memory_chain.errors import (
     VectorStoreUnavailableError,
 )
 from memory_chain.tiers.vectors.index import (
+    SCROLL_PAGE,
     HasIds,
     Match,
     TurnPayload,
@@ -44,11 +45,13 @@ from memory_chain.tiers.vectors.index import (
     VectorHit,
     VectorPoint,
     check_point_id,
+    check_search,
     check_vector,
     filter_conditions,
-    payload_from_engine,
+    hits_from_engine,
+    paged,
+    point_from_engine,
     users_payloads,
-    vector_from_engine,
 )
 
 try:
@@ -63,7 +66,6 @@ logger = logging.getLogger(__name__)
 
 #: Points per engine call: 1,000 384-d points take ~15 ms, during which the GIL is held.
 _UPSERT_BATCH = 1000
-_SCROLL_PAGE = 256
 
 
 def _payload_indexes() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
@@ -184,12 +186,7 @@ class EdgeIndex:
                 has the wrong length.
             VectorStoreError: If the engine fails or the index is not open.
         """
-        if where.user_id is None:
-            raise InvalidInputError(
-                "tier-3 searches are scoped to one user: pass VectorFilter(user_id=...)"
-            )
-        if k < 0:
-            raise InvalidInputError(f"k must not be negative, got {k}")
+        check_search(where, k)
         query = self._check_vector(vector)
         if k == 0:
             return []
@@ -204,14 +201,7 @@ class EdgeIndex:
         shard = self._ready()
         with self._errors("search"):
             found = shard.query(request)
-        return [
-            VectorHit(
-                id=str(hit.id),
-                score=float(hit.score),
-                payload=payload_from_engine(hit.id, hit.payload),
-            )
-            for hit in found
-        ]
+        return hits_from_engine(found)
 
     def delete(self, where: VectorFilter) -> None:
         """Remove the points ``where`` selects (``VectorFilter(None)`` removes all).
@@ -248,25 +238,21 @@ class EdgeIndex:
         return self._pages(shard, selector)
 
     def _pages(self, shard: qe.EdgeShard, selector: qe.Filter | None) -> Iterator[VectorPoint]:
-        offset: uuid.UUID | str | int | None = None
-        while True:
+        def read_page(
+            offset: uuid.UUID | str | int | None,
+        ) -> tuple[list[VectorPoint], uuid.UUID | str | int | None]:
             request = qe.ScrollRequest(
                 offset=offset,
-                limit=_SCROLL_PAGE,
+                limit=SCROLL_PAGE,
                 filter=selector,
                 with_payload=True,
                 with_vector=True,
             )
             with self._errors("scroll"):
-                records, offset = shard.scroll(request)
-            for record in records:
-                yield VectorPoint(
-                    id=str(record.id),
-                    vector=vector_from_engine(record.id, record.vector),
-                    payload=payload_from_engine(record.id, record.payload),
-                )
-            if offset is None:
-                return
+                records, after = shard.scroll(request)
+            return [point_from_engine(record) for record in records], after
+
+        return paged(read_page)
 
     def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
         """The payloads of the points with these ids among ``user_id``'s.

@@ -60,6 +60,30 @@ class UserFacts:
         self.embeddings = embeddings
         self.is_fact = is_fact
 
+    def open(self) -> None:
+        """Open (or create) the facts collection."""
+        self.index.open()
+
+    def close(self) -> None:
+        """Close the facts collection."""
+        self.index.close()
+
+    def flush(self) -> None:
+        """Make every stored fact durable."""
+        self.index.flush()
+
+    def delete(self, where: VectorFilter) -> None:
+        """Remove the facts ``where`` selects."""
+        self.index.delete(where)
+
+    def drop(self) -> None:
+        """Delete the whole collection (:meth:`open` creates it again)."""
+        self.index.drop()
+
+    def count(self) -> int:
+        """How many facts are stored (every user's)."""
+        return self.index.count()
+
     def remember(self, user_id: str, turns: list[Turn], *, flush: bool = True) -> int:
         """Store turns as facts of ``user_id`` (idempotent per turn).
 

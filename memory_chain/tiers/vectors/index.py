@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -199,6 +199,60 @@ def check_vector(vector: Sequence[float], dimension: int, where: str) -> list[fl
             "model the index was created for"
         )
     return values
+
+
+def check_search(where: VectorFilter, k: int) -> None:
+    """Check a search's scope and size, as every backend does before it searches.
+
+    Raises:
+        InvalidInputError: If ``where`` names no user (tier-3 searches are always one
+            user's) or ``k`` is negative.
+    """
+    if where.user_id is None:
+        raise InvalidInputError(
+            "tier-3 searches are scoped to one user: pass VectorFilter(user_id=...)"
+        )
+    if k < 0:
+        raise InvalidInputError(f"k must not be negative, got {k}")
+
+
+#: Points read per page by every backend's ``scroll``.
+SCROLL_PAGE = 256
+
+
+def paged(read_page: Callable[[Any], tuple[list[VectorPoint], Any]]) -> Iterator[VectorPoint]:
+    """Every point of a scroll, one page at a time, read lazily.
+
+    Args:
+        read_page: Reads the page at an offset (``None``: the first; otherwise what the
+            previous page returned, the backend's own type), and returns its points and the
+            next page's offset (``None`` after the last page).
+    """
+    offset: Any = None
+    while True:
+        points, offset = read_page(offset)
+        yield from points
+        if offset is None:
+            return
+
+
+def point_from_engine(record: Any) -> VectorPoint:
+    """A Qdrant record (``.id``, ``.vector``, ``.payload``) as a :class:`VectorPoint`."""
+    return VectorPoint(
+        id=str(record.id),
+        vector=vector_from_engine(record.id, record.vector),
+        payload=payload_from_engine(record.id, record.payload),
+    )
+
+
+def hits_from_engine(found: Iterable[Any]) -> list[VectorHit]:
+    """Qdrant's scored points (``.id``, ``.score``, ``.payload``) as :class:`VectorHit`s."""
+    return [
+        VectorHit(
+            id=str(hit.id), score=float(hit.score), payload=payload_from_engine(hit.id, hit.payload)
+        )
+        for hit in found
+    ]
 
 
 def payload_from_engine(point: object, payload: dict[str, Any] | None) -> TurnPayload:

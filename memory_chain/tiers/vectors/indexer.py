@@ -114,7 +114,7 @@ class TurnIndexer:
     ) -> None:
         self.outbox = outbox
         self.tasks = (
-            tasks if tasks is not None else VectorTasks(outbox.store, claimant=outbox.claimant)
+            tasks if tasks is not None else VectorTasks(outbox.database, claimant=outbox.claimant)
         )
         self.facts = facts
         self.index = index
@@ -131,6 +131,22 @@ class TurnIndexer:
         self._lock = threading.RLock()
         # Set at shutdown: a drain stops after its current batch (the rest stays queued).
         self.halted = threading.Event()
+
+    def open(self) -> None:
+        """Open (or create) the collections this indexer fills."""
+        self.index.open()
+        if self.facts is not None:
+            self.facts.open()
+
+    def close(self) -> None:
+        """Close the collections this indexer fills."""
+        self.index.close()
+        if self.facts is not None:
+            self.facts.close()
+
+    def warm_up(self) -> None:
+        """Load the embedding model now, so that the first batch does not wait for it."""
+        self.embeddings.embed_query("warm up")
 
     @property
     def unsettled(self) -> int:
@@ -181,7 +197,7 @@ class TurnIndexer:
                 return 0
             self.index.flush()
             if self.facts is not None and self._facts_unflushed:
-                self.facts.index.flush()
+                self.facts.flush()
                 self._facts_unflushed = False
             self.outbox.done(self._unsettled)
             settled = len(self._unsettled)
@@ -246,8 +262,10 @@ class TurnIndexer:
         Returns:
             How many turns were embedded.
         """
-        indexes = [self.index] if self.facts is None else [self.index, self.facts.index]
-        for index in indexes:
+        collections: list[VectorIndex | UserFacts] = [self.index]
+        if self.facts is not None:
+            collections.append(self.facts)
+        for index in collections:
             if user_id is None and conversation_id is None:
                 index.drop()
                 index.open()
@@ -286,7 +304,7 @@ class TurnIndexer:
         if task.kind == "forget_fact":
             if self.facts is not None and task.conversation_id and task.turns:
                 fact = point_id(task.user_id, task.conversation_id, task.turns[0])
-                self.facts.index.delete(VectorFilter(user_id=task.user_id, ids=(fact,)))
+                self.facts.delete(VectorFilter(user_id=task.user_id, ids=(fact,)))
             return
         # forget: settle first, so that no embedded turn of the scope is settled after its
         # point is deleted; then delete; then queue the turns stored in the scope now (a
@@ -296,7 +314,7 @@ class TurnIndexer:
         scope = VectorFilter(user_id=task.user_id, conversation_id=task.conversation_id)
         self.index.delete(scope)
         if self.facts is not None:
-            self.facts.index.delete(scope)
+            self.facts.delete(scope)
         self.outbox.enqueue(user_id=task.user_id, conversation_id=task.conversation_id)
 
     def _refresh(self, task: VectorTask) -> None:

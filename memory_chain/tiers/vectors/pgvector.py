@@ -47,12 +47,15 @@ from memory_chain.errors import (
 )
 from memory_chain.tiers.sql.vector_tables import create_hnsw_index_sql, hnsw_index_name
 from memory_chain.tiers.vectors.index import (
+    SCROLL_PAGE,
     TurnPayload,
     VectorFilter,
     VectorHit,
     VectorPoint,
     check_point_id,
+    check_search,
     check_vector,
+    paged,
 )
 from memory_chain.tiers.vectors.pgvector_sql import (
     COLUMNS,
@@ -74,7 +77,6 @@ EXACT_LIMIT = 20_000
 #: Candidates the HNSW scan keeps per step; more is slower and finds more of the true top-k.
 EF_SEARCH = 100
 _UPSERT_BATCH = 500
-_SCROLL_PAGE = 256
 
 
 class PgVectorIndex:
@@ -269,12 +271,7 @@ class PgVectorIndex:
                 has the wrong length.
             VectorStoreUnavailableError: If the database cannot be reached.
         """
-        if where.user_id is None:
-            raise InvalidInputError(
-                "tier-3 searches are scoped to one user: pass VectorFilter(user_id=...)"
-            )
-        if k < 0:
-            raise InvalidInputError(f"k must not be negative, got {k}")
+        check_search(where, k)
         query = vector_literal(unit_vector(self._check_vector(vector)))
         if k == 0:
             return []
@@ -363,22 +360,24 @@ class PgVectorIndex:
         return self._pages(clause, params)
 
     def _pages(self, clause: str, params: dict[str, Any]) -> Iterator[VectorPoint]:
-        after: str | None = None
-        while True:
+        def read_page(after: str | None) -> tuple[list[VectorPoint], str | None]:
             page_clause = clause if after is None else f"{clause} AND id > CAST(:after AS uuid)"
             with self._errors("scroll"), self.engine.connect() as conn:
                 rows = conn.execute(
                     text(
                         f"SELECT {COLUMNS}, embedding::text AS vector FROM vector_points "
-                        f"WHERE {page_clause} ORDER BY id LIMIT {_SCROLL_PAGE}"
+                        f"WHERE {page_clause} ORDER BY id LIMIT {SCROLL_PAGE}"
                     ),
                     {**params, "after": after},
                 ).all()
-            for row in rows:
-                yield VectorPoint(str(row.id), parse_vector(row.vector), payload_from_row(row))
-            if len(rows) < _SCROLL_PAGE:
-                return
-            after = str(rows[-1].id)
+            points = [
+                VectorPoint(str(row.id), parse_vector(row.vector), payload_from_row(row))
+                for row in rows
+            ]
+            # Keyset paging by id: a short page is the last.
+            return points, (str(rows[-1].id) if len(rows) == SCROLL_PAGE else None)
+
+        return paged(read_page)
 
     def payloads(self, user_id: str, ids: Sequence[str]) -> list[TurnPayload]:
         """The payloads of the points with these ids among ``user_id``'s.

@@ -30,6 +30,7 @@ from memory_chain.errors import (
     VectorStoreUnavailableError,
 )
 from memory_chain.tiers.vectors.index import (
+    SCROLL_PAGE,
     HasIds,
     Match,
     TurnPayload,
@@ -37,18 +38,19 @@ from memory_chain.tiers.vectors.index import (
     VectorHit,
     VectorPoint,
     check_point_id,
+    check_search,
     check_vector,
     filter_conditions,
-    payload_from_engine,
+    hits_from_engine,
+    paged,
+    point_from_engine,
     users_payloads,
-    vector_from_engine,
 )
 
 logger = logging.getLogger(__name__)
 
 #: Points per request: keeps a request far below the server's 32 MB default body limit.
 _UPSERT_BATCH = 256
-_SCROLL_PAGE = 256
 _UNAVAILABLE_HTTP = frozenset({502, 503, 504})
 _UNAVAILABLE_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
@@ -194,12 +196,7 @@ class QdrantIndex:
             VectorStoreUnavailableError: If the server cannot be reached.
             VectorStoreError: If the search fails.
         """
-        if where.user_id is None:
-            raise InvalidInputError(
-                "tier-3 searches are scoped to one user: pass VectorFilter(user_id=...)"
-            )
-        if k < 0:
-            raise InvalidInputError(f"k must not be negative, got {k}")
+        check_search(where, k)
         query = self._check_vector(vector)
         if k == 0:
             return []
@@ -213,14 +210,7 @@ class QdrantIndex:
                 with_payload=True,
                 with_vectors=False,
             ).points
-        return [
-            VectorHit(
-                id=str(hit.id),
-                score=float(hit.score),
-                payload=payload_from_engine(hit.id, hit.payload),
-            )
-            for hit in found
-        ]
+        return hits_from_engine(found)
 
     def delete(self, where: VectorFilter) -> None:
         """Remove the points ``where`` selects (``VectorFilter(None)`` removes all).
@@ -254,25 +244,21 @@ class QdrantIndex:
         return self._pages(_to_filter(where))
 
     def _pages(self, selector: models.Filter | None) -> Iterator[VectorPoint]:
-        offset: models.ExtendedPointId | None = None
-        while True:
+        def read_page(
+            offset: models.ExtendedPointId | None,
+        ) -> tuple[list[VectorPoint], models.ExtendedPointId | None]:
             with self._errors("scroll"):
-                records, offset = self.client.scroll(
+                records, after = self.client.scroll(
                     self.collection,
                     scroll_filter=selector,
-                    limit=_SCROLL_PAGE,
+                    limit=SCROLL_PAGE,
                     offset=offset,
                     with_payload=True,
                     with_vectors=True,
                 )
-            for record in records:
-                yield VectorPoint(
-                    id=str(record.id),
-                    vector=vector_from_engine(record.id, record.vector),
-                    payload=payload_from_engine(record.id, record.payload),
-                )
-            if offset is None:
-                return
+            return [point_from_engine(record) for record in records], after
+
+        return paged(read_page)
 
     def drop(self) -> None:
         """Delete the collection (:meth:`open` creates it again); a missing one is fine.

@@ -6,7 +6,7 @@ metadata the turn's tier-3 payload plus ``score`` (cosine similarity: **higher i
 at most 1.0), ``tier`` (``"tier3"``) and ``id`` (the point id).
 
 Example:
-    >>> retriever = TurnRetriever(index=index, embeddings=embeddings, user_id="ana", k=5)
+    >>> retriever = TurnRetriever(semantic=SemanticSearch(index, embeddings), user_id="ana", k=5)
     ... # doctest: +SKIP
     >>> docs = retriever.invoke("when do we fly?", conversation_id="trip")  # doctest: +SKIP
     >>> docs[0].metadata["turn_number"], docs[0].metadata["score"]  # doctest: +SKIP
@@ -23,14 +23,14 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import as_utc, validate_id
-from memory_chain.tiers.vectors.index import VectorFilter, VectorHit, VectorIndex
+from memory_chain.tiers.vectors.index import VectorFilter, VectorHit
+from memory_chain.tiers.vectors.semantic import SemanticSearch
 
 _SEARCH_ARGS = frozenset(
     {"k", "conversation_id", "roles", "since", "until", "score_threshold", "tags"}
@@ -52,8 +52,8 @@ class TurnRetriever(BaseRetriever):
     ``score_threshold``. The user cannot be overridden per call.
 
     Args:
-        index: An opened tier-3 :class:`VectorIndex`.
-        embeddings: Embeds the query (the model that embedded the turns).
+        semantic: Tier 3's search (a :class:`SemanticSearch` over an opened index, or the
+            server's whole :class:`~memory_chain.tiers.vectors.tier.Tier3`).
         user_id: Whose turns are searched.
         k: Number of turns to return.
         conversation_id: Restrict to one conversation.
@@ -67,8 +67,7 @@ class TurnRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: VectorIndex
-    embeddings: Embeddings
+    semantic: SemanticSearch
     user_id: str
     k: int = Field(default=5, ge=1, le=1000)
     conversation_id: str | None = None
@@ -111,8 +110,7 @@ class TurnRetriever(BaseRetriever):
         where, k, threshold = self._search_args(overrides)
         if not query.strip():
             raise InvalidInputError("query is empty: send some text to search for")
-        vector = self.embeddings.embed_query(query)
-        hits = self.index.search(vector, where, k)
+        hits = self.semantic.find(query, where, k)
         return [hit_to_document(hit) for hit in hits if threshold is None or hit.score >= threshold]
 
     def _get_relevant_documents(

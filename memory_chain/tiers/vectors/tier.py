@@ -1,80 +1,113 @@
-"""Tier 3 as one object: the index, its model, and what keeps it filled."""
+"""Tier 3 as one object: semantic search over the index, and what keeps the index filled.
+
+Callers ask :class:`Tier3` to do things (search, apply the queued tasks, drain the queue,
+reindex, close) rather than reaching through it to the indexer, the worker or the
+collections: which of them does the work is the tier's own business.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-
 from langchain_core.embeddings import Embeddings
 
-from memory_chain.tiers.vectors.facts import UserFacts
-from memory_chain.tiers.vectors.index import (
-    TurnPayload,
-    VectorFilter,
-    VectorHit,
-    VectorIndex,
-    point_id,
-)
-from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.index import VectorIndex
+from memory_chain.tiers.vectors.indexer import Progress, TurnIndexer
+from memory_chain.tiers.vectors.semantic import SemanticSearch, TurnKey
 from memory_chain.tiers.vectors.worker import BackfillWorker
 
-#: A turn: ``(conversation_id, turn_number)``.
-TurnKey = tuple[str, int]
+__all__ = ["Tier3", "TurnKey"]
 
 
-@dataclass
-class Tier3:
-    """Everything semantic memory needs.
+class Tier3(SemanticSearch):
+    """Everything semantic memory needs: its searches (:class:`SemanticSearch`) and backfill.
 
-    Attributes:
+    Creating one does no I/O: the caller opens the collections (or the worker does, once the
+    vector store answers).
+
+    Args:
         index: The turns collection (``conversation_memory``).
         embeddings: The embedding model.
-        indexer: Moves queued turns into ``index``.
+        indexer: Moves queued turns into ``index`` (and user facts into its facts
+            collection, which searches use too).
         worker: Runs ``indexer`` in the background (``None``: callers drain explicitly).
         backend: A human-readable name of the engine, for logs and ``/health``.
     """
 
-    index: VectorIndex
-    embeddings: Embeddings
-    indexer: TurnIndexer
-    worker: BackfillWorker | None = None
-    backend: str = ""
+    def __init__(
+        self,
+        *,
+        index: VectorIndex,
+        embeddings: Embeddings,
+        indexer: TurnIndexer,
+        worker: BackfillWorker | None = None,
+        backend: str = "",
+    ) -> None:
+        super().__init__(index, embeddings, indexer.facts)
+        self.indexer = indexer
+        self.worker = worker
+        self.backend = backend
 
     @property
-    def facts(self) -> UserFacts | None:
-        """The ``user_facts`` collection, filled by ``indexer`` (``None``: no user facts)."""
-        return self.indexer.facts
+    def is_open(self) -> bool:
+        """Whether the background worker has the collections open."""
+        return self.worker is not None and self.worker.index_open
 
-    def embed_query(self, text: str) -> list[float]:
-        """The query's vector (the model that embedded the turns)."""
-        return self.embeddings.embed_query(text)
+    def point_counts(self) -> dict[str, int]:
+        """Points per collection: ``{"turns": n}``, and ``"facts"`` when facts are kept.
 
-    def search(self, vector: list[float], where: VectorFilter, k: int) -> list[VectorHit]:
-        """The ``k`` turns most similar to ``vector`` among those ``where`` selects."""
-        return self.index.search(vector, where, k)
-
-    def payloads(self, user_id: str, turns: Iterable[TurnKey]) -> dict[TurnKey, TurnPayload]:
-        """The stored payloads of these ``(conversation_id, turn_number)``s of ``user_id``."""
-        found = self.index.payloads(user_id, [point_id(user_id, c, n) for c, n in turns])
-        return {(p.conversation_id, p.turn_number): p for p in found}
-
-    def scores(
-        self, vector: list[float], user_id: str, turns: Iterable[TurnKey]
-    ) -> dict[TurnKey, float]:
-        """The cosine of ``vector`` with each of these stored turns of ``user_id``."""
-        keys = {point_id(user_id, c, n): (c, n) for c, n in turns}
-        found = self.index.scores(vector, user_id, list(keys))
-        return {keys[point]: score for point, score in found.items()}
-
-    def search_facts(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
-        """The user's remembered facts most similar to ``vector`` (none without facts)."""
-        facts = self.facts
-        return [] if facts is None else facts.search(user_id, vector, k)
+        Raises:
+            VectorStoreError: If a collection cannot be counted.
+        """
+        counts = {"turns": self.index.count()}
+        if self.facts is not None:
+            counts["facts"] = self.facts.count()
+        return counts
 
     def notify(self) -> None:
-        """New turns are queued."""
+        """New turns or tasks are queued: wake the background worker."""
         if self.worker is not None:
             self.worker.notify()
+
+    def apply_tasks(self) -> int:
+        """Do the queued tier-3 tasks now (deletions, refreshes); see :class:`TurnIndexer`.
+
+        Raises:
+            VectorStoreError: If the vector store fails; the tasks stay queued.
+        """
+        return self.indexer.apply_tasks()
+
+    def catch_up(self) -> None:
+        """Embed what is queued: the worker's job if it runs, else done here (logged on failure).
+
+        What cannot be embedded now stays queued.
+        """
+        if self.worker is not None and self.worker.running:
+            self.worker.notify()
+        else:
+            self.indexer.try_drain()
+
+    def drain(self, *, progress: Progress | None = None) -> int:
+        """Embed every queued turn now; returns how many.
+
+        Raises:
+            VectorStoreError: If the vector store fails (the rest stays queued).
+        """
+        return self.indexer.drain(progress=progress)
+
+    def reindex(
+        self,
+        *,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Rebuild the points of a scope from tier 2 (see :meth:`TurnIndexer.reindex`).
+
+        Returns:
+            How many turns were embedded.
+        """
+        return self.indexer.reindex(
+            user_id=user_id, conversation_id=conversation_id, progress=progress
+        )
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the worker (waiting at most ``timeout`` s) and close the collections.
@@ -85,6 +118,4 @@ class Tier3:
         """
         if self.worker is not None and not self.worker.stop(timeout):
             return
-        self.index.close()
-        if self.facts is not None:
-            self.facts.index.close()
+        self.indexer.close()

@@ -107,9 +107,7 @@ class BackfillWorker:
         start-up, both open once it is back.
         """
         if not self.index_open:
-            self.indexer.index.open()
-            if self.indexer.facts is not None:
-                self.indexer.facts.index.open()
+            self.indexer.open()
             self.index_open = True
         done = self.indexer.drain(settle=False)
         self.indexer.settle(force=False)
@@ -120,7 +118,7 @@ class BackfillWorker:
     def _run(self) -> None:
         if self.warm_up:
             try:
-                self.indexer.embeddings.embed_query("warm up")
+                self.indexer.warm_up()
             except Exception:
                 logger.exception("could not load the embedding model")
         wait = self.interval

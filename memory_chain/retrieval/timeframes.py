@@ -241,12 +241,14 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?:summer|winter|spring|fall|autumn)"
 #: Months whose names are also common words ("may", "march") count only next to a number or
 #: after *in*, *on*, *since* or *of*.
-_PLAIN_MONTH = r"(?:january|february|april|june|july|august|september|october|november|december)"
+_WORD_MONTHS = ("may", "march")
+_PLAIN_MONTH = "(?:" + "|".join(m for m in _MONTH_NAMES if m not in _WORD_MONTHS) + ")"
+_WORD_MONTH = "(?:" + "|".join(_WORD_MONTHS) + ")"
 _TIME_MENTION = re.compile(  # matched against lower-cased text
     rf"\b(?:yesterday|today|tonight|tomorrow|recently|ago"
     rf"|(?:last|this|next) (?:week|weekend|month|year|night|{_SEASON}|{_WEEKDAY})"
-    rf"|{_WEEKDAY}|{_PLAIN_MONTH}|(?:in|on|since|of) (?:may|march)|(?:may|march) \d{{1,2}}"
-    rf"|(?:19|20)\d{{2}})\b"
+    rf"|{_WEEKDAY}|{_PLAIN_MONTH}|(?:in|on|since|of) {_WORD_MONTH}|{_WORD_MONTH} \d{{1,2}}"
+    rf"|{_YEAR})\b"
 )
 
 

@@ -44,6 +44,7 @@ from memory_chain.tiers.vectors.index import (
     VectorFilter,
     VectorHit,
     VectorPoint,
+    check_dimension,
     check_point_id,
     check_search,
     check_vector,
@@ -113,8 +114,7 @@ class EdgeIndex:
         *,
         flush_on_upsert: bool = False,
     ) -> None:
-        if dimension < 1:
-            raise InvalidInputError(f"dimension must be positive, got {dimension}")
+        check_dimension(dimension)
         if not collection or Path(collection).name != collection or collection in {".", ".."}:
             raise InvalidInputError(
                 f"collection {collection!r} must be a plain folder name (no path separators)"

@@ -190,6 +190,12 @@ def check_point_id(value: str) -> str:
     return value
 
 
+def check_dimension(dimension: int) -> None:
+    """Check an index's vector size, as every backend's constructor does first."""
+    if dimension < 1:
+        raise InvalidInputError(f"dimension must be positive, got {dimension}")
+
+
 def check_vector(vector: Sequence[float], dimension: int, where: str) -> list[float]:
     """The vector as floats, if it has ``dimension`` components."""
     values = [float(x) for x in vector]

@@ -52,6 +52,7 @@ from memory_chain.tiers.vectors.index import (
     VectorFilter,
     VectorHit,
     VectorPoint,
+    check_dimension,
     check_point_id,
     check_search,
     check_vector,
@@ -110,8 +111,7 @@ class PgVectorIndex:
         *,
         exact_limit: int = EXACT_LIMIT,
     ) -> None:
-        if dimension < 1:
-            raise InvalidInputError(f"dimension must be positive, got {dimension}")
+        check_dimension(dimension)
         if not collection:
             raise InvalidInputError("collection must be a non-empty name")
         if engine.dialect.name != "postgresql":

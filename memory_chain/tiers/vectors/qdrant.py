@@ -37,6 +37,7 @@ from memory_chain.tiers.vectors.index import (
     VectorFilter,
     VectorHit,
     VectorPoint,
+    check_dimension,
     check_point_id,
     check_search,
     check_vector,
@@ -93,8 +94,7 @@ class QdrantIndex:
         collection: str = "conversation_memory",
         dimension: int = 384,
     ) -> None:
-        if dimension < 1:
-            raise InvalidInputError(f"dimension must be positive, got {dimension}")
+        check_dimension(dimension)
         if not collection:
             raise InvalidInputError("collection must be a non-empty name")
         self.client = client

@@ -104,7 +104,7 @@ def stop_consolidation(
     manager.listeners[manager.listeners.index(service)] = stack.idle_consolidation
     stack.summarizer_model.interrupt.set()
     t0 = time.perf_counter()
-    service.stop(wait=False)
+    service.stop(timeout=0)
     quiet = 0
     while quiet < 5:  # a job taken from the queue just before stop() may start
         quiet = 0 if service.running else quiet + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -516,3 +517,41 @@ def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> 
     # A conversation created since is found at once (what is missing is never cached).
     store.append_turns("d", [NewTurn("user", "d")], user_id="u")
     assert store.visible_conversations("u", named) == {"d"}
+
+
+def test_common_words_come_from_the_scopes_recent_turns_on_either_database(
+    store: SQLStore,
+) -> None:
+    from memory_chain.tiers.sql.term_stats import ScopeStats
+
+    now = [0.0]
+    store._scope_stats = ScopeStats(ttl=60.0, sample=80, clock=lambda: now[0])
+    store.append_turns(
+        "a", [NewTurn("user", f"Ana: note {i} on topic{i}") for i in range(60)], user_id="u"
+    )
+    store.append_turns("b", [NewTurn("user", f"Bo's entry {i}") for i in range(60)], user_id="u")
+    store.append_turns("few", [NewTurn("user", "Cy: hi") for _ in range(10)], user_id="u")
+    # One conversation: every turn counted.
+    assert store.common_words("What did Ana say on topic7?", user_id="u", conversation_id="a") == {
+        "ana"
+    }
+    assert store.common_words("Bo's entry", user_id="u", conversation_id="b") == {
+        "bo",
+        "s",
+        "entry",
+    }
+    # The user's turns: only the 80 most recent (10 of "few", 60 of "b", 10 of "a").
+    assert store.common_words("Ana, Bo or Cy?", user_id="u") == {"bo"}
+    # Under 50 turns, shares say little: no common words.
+    assert store.common_words("Cy", user_id="u", conversation_id="few") == set()
+    assert store.common_words("Ana", user_id="someone-else") == set()
+    # Counted again after the TTL, in the background: the query that finds the words old
+    # gets them without waiting, a later one the new count.
+    store.append_turns("c", [NewTurn("user", f"Cy: line {i}") for i in range(80)], user_id="u")
+    assert store.common_words("Ana, Bo or Cy?", user_id="u") == {"bo"}
+    now[0] = 61.0
+    assert store.common_words("Ana, Bo or Cy?", user_id="u") == {"bo"}  # not waiting
+    deadline = time.monotonic() + 10
+    while store.common_words("Ana, Bo or Cy?", user_id="u") != {"cy"}:
+        assert time.monotonic() < deadline, "the common words were never counted again"
+        time.sleep(0.01)

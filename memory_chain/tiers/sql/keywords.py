@@ -143,20 +143,17 @@ class KeywordSearch:
     ) -> set[str]:
         """The query's words found in at least ``share`` of the scope's turns.
 
-        The scope is the user's turns, or one conversation's. Counted in the turns' full-text
-        index (:class:`.term_stats.ScopeStats`); on PostgreSQL and without FTS5, none.
+        The scope is the user's turns, or one conversation's; counted in its recent turns
+        (:class:`.term_stats.ScopeStats`, refreshed once a minute).
         """
         words = query_words(query)
-        if self.database.dialect != "sqlite" or not words:
+        if not words:
             return set()
-        with self.database.connect() as conn:
-            if not self._has_fts(conn):
-                return set()
-            return self._scope_stats.common(
-                conn,
-                words,
-                user_id=user_id,
-                conversation_id=_scoped_key(user_id, conversation_id),
-                share=share,
-                min_rows=min_rows,
-            )
+        return self._scope_stats.common(
+            self.database,
+            words,
+            user_id=user_id,
+            conversation_id=_scoped_key(user_id, conversation_id),
+            share=share,
+            min_rows=min_rows,
+        )

@@ -15,7 +15,6 @@ the rows that contain any of them, newest first, unranked (score 0).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,13 +25,13 @@ from memory_chain.tiers.sql.rows import client_id
 from memory_chain.tiers.sql.term_stats import (
     SEARCHED,
     TABLES,
+    WORD,
     Kind,
     TermStats,
     fts_phrase,
     scope_tokens,
 )
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: Words beyond this many in one query are dropped (keeps pathological queries cheap).
 MAX_QUERY_WORDS = 32
 
@@ -56,7 +55,7 @@ STOPWORDS = frozenset(
 def query_words(query: str) -> list[str]:
     """The distinct content words of a query, lower-cased, in order of appearance."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
+    for word in WORD.findall(query.lower()):
         if word.strip("_"):
             seen.setdefault(word, None)
     words = [word for word in seen if word not in STOPWORDS] or list(seen)
@@ -278,7 +277,14 @@ def keyword_turns(
         columns="t.id, t.conversation_id, t.turn_number",
     )
     rows = connection.execute(statement, {**params, "limit": max(limit, scored)}).all()
-    scores = {(client_id(row[1]), int(row[2])): float(row[3]) for row in rows}
+    # A search's rows come from a few conversations: map each stored id to the client's once.
+    names: dict[str, str] = {}
+    scores: dict[tuple[str, int], float] = {}
+    for _id, stored, number, score in rows:
+        name = names.get(stored)
+        if name is None:
+            name = names[stored] = client_id(stored)
+        scores[(name, int(number))] = float(score)
     best = {int(row[0]): float(row[3]) for row in rows[: max(limit, 0)]}
     if not best:
         return [], scores

@@ -1,22 +1,32 @@
 """The SQLite FTS5 vocabulary of keyword search, and the word counts it caches.
 
-Keyword search (:mod:`.search`) ranks with FTS5's BM25 on SQLite. Two of its steps count
-rows in the FTS5 indexes, which reads whole posting lists, so the counts are cached:
-:class:`TermStats` finds the query words so common that BM25 ignores them (they are dropped
-before the search), :class:`ScopeStats` the words common in one user's turns (left out of the
-query that semantic search embeds). :class:`CountCache` is the small TTL cache both use, and
-the conversation statuses retrieval checks (:mod:`.lifecycle`).
+Keyword search (:mod:`.search`) ranks with FTS5's BM25 on SQLite. Counting rows in the FTS5
+indexes reads whole posting lists, so the counts are cached: :class:`TermStats` finds the
+query words so common that BM25 ignores them (they are dropped before the search).
+:class:`CountCache` is the small TTL cache of those counts and of the conversation statuses
+retrieval checks (:mod:`.lifecycle`). :class:`ScopeStats` finds the words common in one
+user's recent turns (left out of the query that semantic search embeds), on any database.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
+
+from memory_chain.errors import MemoryChainError
+from memory_chain.tiers.sql.database import Database
+
+logger = logging.getLogger(__name__)
+
+#: A word, as queries and the common-word counts split text (FTS5 splits alike, then stems).
+WORD = re.compile(r"\w+", re.UNICODE)
 
 Kind = Literal["turn", "summary"]
 #: The table each kind is searched in (its FTS5 index is ``<table>_fts``).
@@ -142,29 +152,48 @@ class TermStats:
 
 
 class ScopeStats:
-    """How many of one user's (or one conversation's) turns contain each word, cached.
+    """The words common in one user's (or one conversation's) recent turns, cached.
 
     Semantic search embeds the query whole, and an embedding cannot discount a word the way
     BM25's IDF does: a word found in most of the searched turns (a name that opens every
     message, a topic the user always talks about) pulls every turn that mentions it to the
     top. :meth:`common` names such words so that they can be left out of the query that is
-    embedded. Counts come from the turns' FTS5 index (SQLite only) and are kept for ``ttl``
-    seconds, ``size`` entries at most.
+    embedded.
+
+    A scope's common words are counted in its ``sample`` most recent turns, read and split
+    into words here (so on any database); a query then only looks its words up. The first
+    query of a scope counts them; after ``ttl`` seconds a query still gets the words it had
+    and starts one recount in a background thread, so that no request
+    waits for a recount (~30 ms for a user of 100,000 turns, ~1 ms for 2,000). Common words
+    are by definition frequent enough that a sample of recent turns finds them, and they
+    change slowly.
 
     Args:
-        ttl: Seconds a count is reused.
-        size: Counts kept.
+        ttl: Seconds after which a scope's words are counted again.
+        size: Scopes kept (the least recently used go first).
+        sample: Recent turns counted per scope.
         clock: Monotonic time source (tests).
     """
 
     def __init__(
-        self, *, ttl: float = 60.0, size: int = 4096, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl: float = 60.0,
+        size: int = 1024,
+        sample: int = 1000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
+        self.ttl = ttl
+        self.size = size
+        self.sample = sample
+        self.clock = clock
+        self._words: OrderedDict[Hashable, tuple[float, frozenset[str]]] = OrderedDict()
+        self._recounting: set[Hashable] = set()
+        self._lock = threading.Lock()
 
     def common(
         self,
-        connection: Connection,
+        database: Database,
         words: Sequence[str],
         *,
         user_id: str | None,
@@ -172,33 +201,87 @@ class ScopeStats:
         share: float,
         min_rows: int,
     ) -> set[str]:
-        """The ``words`` found in at least ``share`` of the scope's turns.
+        """The ``words`` found in at least ``share`` of the scope's recent turns.
 
         None when the scope has fewer than ``min_rows`` turns (shares of a few turns say
-        little). One statement counts the scope and the words not cached.
+        little). The scope is one conversation (its stored id) or else one user.
+
+        Raises:
+            StorageError: If the scope's first count cannot be read.
         """
-        scope = tuple(scope_tokens(user_id, conversation_id))
-        if not scope or not words:
+        if not words or (user_id is None and conversation_id is None):
             return set()
-        wanted = ["", *words]  # "" stands for the scope's row count
-        cached = self._cache.fresh([(scope, word) for word in wanted])
-        counts = {word: cached[(scope, word)] for word in wanted if (scope, word) in cached}
-        missing = [word for word in wanted if word not in counts]
-        if missing:
-            in_scope = " AND ".join(f"scope : {fts_phrase(token)}" for token in scope)
-            matches = [
-                in_scope if not word else f"{in_scope} AND body : {fts_phrase(word)}"
-                for word in missing
-            ]
-            selects = [
-                "(SELECT count(*) FROM conversation_turns_fts WHERE conversation_turns_fts MATCH ?)"
-                for _ in missing
-            ]
-            row = connection.exec_driver_sql("SELECT " + ", ".join(selects), tuple(matches)).one()
-            counted = {word: int(count) for word, count in zip(missing, row, strict=True)}
-            self._cache.store({(scope, word): count for word, count in counted.items()})
-            counts.update(counted)
-        total = counts[""]
-        if total < min_rows:
-            return set()
-        return {word for word in words if counts[word] >= share * total}
+        key = (user_id, conversation_id, share, min_rows)
+        with self._lock:
+            known = self._words.get(key)
+            if known is not None:
+                self._words.move_to_end(key)
+            old = known is not None and self.clock() - known[0] >= self.ttl
+            recount = old and key not in self._recounting
+            if recount:
+                self._recounting.add(key)
+        if known is None:
+            common = self._count(database, key)
+        else:
+            common = known[1]
+            if recount:
+                threading.Thread(
+                    target=self._recount, args=(database, key), name="common-words", daemon=True
+                ).start()
+        return {word for word in words if word in common}
+
+    def _count(
+        self, database: Database, key: tuple[str | None, str | None, float, int]
+    ) -> frozenset[str]:
+        user_id, conversation_id, share, min_rows = key
+        with database.connect() as connection:
+            texts = _recent_turns(connection, user_id, conversation_id, self.sample)
+        common = common_words(texts, share=share, min_rows=min_rows)
+        with self._lock:
+            self._words[key] = (self.clock(), common)
+            self._words.move_to_end(key)
+            while len(self._words) > self.size:
+                self._words.popitem(last=False)
+        return common
+
+    def _recount(self, database: Database, key: tuple[str | None, str | None, float, int]) -> None:
+        try:
+            self._count(database, key)
+        except MemoryChainError as exc:  # the old words stay; the next query tries again
+            logger.debug("could not recount the common words of %s: %s", key[:2], exc)
+        finally:
+            with self._lock:
+                self._recounting.discard(key)
+
+
+def common_words(texts: Sequence[str], *, share: float, min_rows: int) -> frozenset[str]:
+    """The lower-cased words found in at least ``share`` of ``texts`` (none below ``min_rows``)."""
+    if len(texts) < min_rows:
+        return frozenset()
+    counts: Counter[str] = Counter()
+    for turn in texts:
+        counts.update(set(WORD.findall(turn.lower())))
+    return frozenset(word for word, count in counts.items() if count >= share * len(texts))
+
+
+def _recent_turns(
+    connection: Connection, user_id: str | None, conversation_id: str | None, limit: int
+) -> list[str]:
+    """The text of the scope's ``limit`` most recent turns (a conversation's, or a user's)."""
+    if conversation_id is not None:
+        sql = (
+            "SELECT content FROM conversation_turns WHERE conversation_id = :scope "
+            "ORDER BY id DESC LIMIT :limit"
+        )
+        scope: str | None = conversation_id
+    else:
+        # The newest ids first (the conversation index holds them), then only their text.
+        sql = (
+            "SELECT content FROM conversation_turns WHERE id IN ("
+            "SELECT t.id FROM conversation_turns t JOIN conversations c "
+            "ON c.conversation_id = t.conversation_id WHERE c.user_id = :scope "
+            "ORDER BY t.id DESC LIMIT :limit)"
+        )
+        scope = user_id
+    rows = connection.execute(text(sql), {"scope": scope, "limit": limit})
+    return [row[0] for row in rows]

@@ -180,14 +180,22 @@ def filter_conditions(where: VectorFilter | None) -> list[Condition]:
 
 def check_point_id(value: str) -> str:
     """Check that a point id is a UUID string (as :func:`point_id` makes)."""
-    try:
-        uuid.UUID(value)
-    except (ValueError, TypeError, AttributeError) as exc:
+    if not isinstance(value, str) or not _is_uuid(value):
         raise InvalidInputError(
             f"point id {value!r} is not a UUID: build ids with "
             "point_id(user_id, conversation_id, turn)"
-        ) from exc
+        )
     return value
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_uuid(value: str) -> bool:
+    # Cached like point_id: retrieval checks the same ids on every query.
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def check_dimension(dimension: int) -> None:

@@ -45,6 +45,24 @@ def test_bench_runs_a_benchmark_and_reports_its_goals(tmp_path: Path) -> None:
     assert "locomo: skipped (give --locomo FILE" in done.stdout
 
 
+def test_the_chat_benchmark_runs_every_part(tmp_path: Path) -> None:
+    # Its consolidation phase once broke on a changed signature and no test noticed.
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [CLI, "bench", "--only", "chat", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    chat = json.loads(out.read_text())["chat"]
+    assert {"overhead", "consolidation", "gil"} <= set(chat["results"])
+    assert chat["results"]["consolidation"]["failures"] == 0
+    assert set(chat["verdicts"].values()) <= {"ok", "MISSED"}
+    assert len(chat["verdicts"]) == 3
+
+
 def test_bench_refuses_unknown_benchmarks() -> None:
     done = subprocess.run(
         [CLI, "bench", "--only", "tiers,warp-speed"],

@@ -45,22 +45,28 @@ def test_bench_runs_a_benchmark_and_reports_its_goals(tmp_path: Path) -> None:
     assert "locomo: skipped (give --locomo FILE" in done.stdout
 
 
-def test_the_chat_benchmark_runs_every_part(tmp_path: Path) -> None:
-    # Its consolidation phase once broke on a changed signature and no test noticed.
+def test_the_chat_and_load_benchmarks_run_every_part(tmp_path: Path) -> None:
+    # The chat benchmark's consolidation phase once broke on a changed signature unnoticed.
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [CLI, "bench", "--only", "chat", "--quick", "--json", str(out)],
+        [CLI, "bench", "--only", "chat,load", "--quick", "--json", str(out)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    chat = json.loads(out.read_text())["chat"]
+    figures = json.loads(out.read_text())
+    chat = figures["chat"]
     assert {"overhead", "consolidation", "gil"} <= set(chat["results"])
     assert chat["results"]["consolidation"]["failures"] == 0
     assert set(chat["verdicts"].values()) <= {"ok", "MISSED"}
     assert len(chat["verdicts"]) == 3
+    # The load benchmark checks what a real server stored on both databases.
+    load = figures["load"]
+    assert set(load["results"]) == {"sqlite", "postgres"}
+    assert set(load["verdicts"].values()) == {"ok"}
+    assert all(result["errors"] == 0 for result in load["results"].values())
 
 
 def test_bench_refuses_unknown_benchmarks() -> None:

@@ -495,10 +495,10 @@ def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
 
 def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> None:
     from memory_chain.tiers.sql.lifecycle import WITH_ARCHIVED
-    from memory_chain.tiers.sql.term_stats import CountCache
+    from memory_chain.tiers.sql.term_stats import TTLCache
 
     now = [0.0]
-    store.statuses = CountCache(ttl=2.0, size=100, clock=lambda: now[0])
+    store.statuses = TTLCache(ttl=2.0, size=100, clock=lambda: now[0])
     for name in ("a", "b", "c"):
         store.append_turns(name, [NewTurn("user", name)], user_id="u")
     store.set_status("b", "archived", user_id="u")

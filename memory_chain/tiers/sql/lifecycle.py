@@ -39,7 +39,7 @@ from memory_chain.tiers.sql.models import (
 )
 from memory_chain.tiers.sql.rows import client_id, naive_utc, stored_id
 from memory_chain.tiers.sql.tasks import add_task
-from memory_chain.tiers.sql.term_stats import CountCache
+from memory_chain.tiers.sql.term_stats import TTLCache
 
 #: What retrieval shows by default, and with archived conversations asked for.
 ACTIVE: tuple[str, ...] = ("active",)
@@ -67,7 +67,7 @@ class ConversationLifecycle:
     database: Database
     queue_embeddings: bool
     #: Statuses by stored id, for :meth:`visible_conversations` (see :data:`STATUS_TTL`).
-    statuses: CountCache
+    statuses: TTLCache[int]
 
     def set_status(self, conversation_id: str, status: ConversationStatus, *, user_id: str) -> None:
         """Set a conversation's status (``active``, ``archived`` or ``deleted``).

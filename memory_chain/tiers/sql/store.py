@@ -67,7 +67,7 @@ from memory_chain.tiers.sql.rows import (
     turn_values,
 )
 from memory_chain.tiers.sql.tasks import VectorTasks, add_task
-from memory_chain.tiers.sql.term_stats import CountCache, ScopeStats, TermStats
+from memory_chain.tiers.sql.term_stats import ScopeStats, TermStats, TTLCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +146,7 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
         self._fts: bool | None = None
         self._term_stats = TermStats()
         self._scope_stats = ScopeStats()
-        self.statuses = CountCache(ttl=STATUS_TTL, size=8_192, clock=time.monotonic)
+        self.statuses: TTLCache[int] = TTLCache(ttl=STATUS_TTL, size=8_192, clock=time.monotonic)
 
     # -- writes -------------------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 Keyword search (:mod:`.search`) ranks with FTS5's BM25 on SQLite. Counting rows in the FTS5
 indexes reads whole posting lists, so the counts are cached: :class:`TermStats` finds the
 query words so common that BM25 ignores them (they are dropped before the search).
-:class:`CountCache` is the small TTL cache of those counts and of the conversation statuses
-retrieval checks (:mod:`.lifecycle`). :class:`ScopeStats` finds the words common in one
-user's recent turns (left out of the query that semantic search embeds), on any database.
+:class:`ScopeStats` finds the words common in one user's recent turns (left out of the query
+that semantic search embeds), on any database. :class:`TTLCache` keeps both, and the
+conversation statuses retrieval checks (:mod:`.lifecycle`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from typing import Literal
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Generic, Literal, TypeVar
 
 from sqlalchemy import Connection, text
 
@@ -24,6 +24,7 @@ from memory_chain.errors import MemoryChainError
 from memory_chain.tiers.sql.database import Database
 
 logger = logging.getLogger(__name__)
+V = TypeVar("V")
 
 #: A word, as queries and the common-word counts split text (FTS5 splits alike, then stems).
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -51,15 +52,16 @@ def scope_tokens(user_id: str | None, conversation_id: str | None) -> list[str]:
     return tokens
 
 
-class CountCache:
-    """Counts, each kept ``ttl`` seconds, at most ``size`` (the least recently used go first).
+class TTLCache(Generic[V]):
+    """Values, each kept ``ttl`` seconds, at most ``size`` (the least recently used go first).
 
     Thread-safe. Counting rows in an FTS5 index reads posting lists, so the searches count
-    each word once a ``ttl``.
+    each word once a ``ttl``; a scope's common words and the conversation statuses retrieval
+    checks are kept the same way.
 
     Args:
-        ttl: Seconds a count is reused.
-        size: Counts kept.
+        ttl: Seconds a value is fresh.
+        size: Values kept.
         clock: Monotonic time source (tests).
     """
 
@@ -67,35 +69,45 @@ class CountCache:
         self.ttl = ttl
         self.size = size
         self.clock = clock
-        self._counts: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
+        self._values: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def fresh(self, keys: Sequence[Hashable]) -> dict[Hashable, int]:
-        """The counts of ``keys`` younger than ``ttl`` (missing keys are left out)."""
+    def fresh(self, keys: Sequence[Hashable]) -> dict[Hashable, V]:
+        """The values of ``keys`` younger than ``ttl`` (missing keys are left out)."""
         now = self.clock()
-        found: dict[Hashable, int] = {}
+        found: dict[Hashable, V] = {}
         with self._lock:
             for key in keys:
-                cached = self._counts.get(key)
-                if cached is not None and now - cached[0] < self.ttl:
-                    self._counts.move_to_end(key)
-                    found[key] = cached[1]
+                kept = self._values.get(key)
+                if kept is not None and now - kept[0] < self.ttl:
+                    self._values.move_to_end(key)
+                    found[key] = kept[1]
         return found
 
-    def clear(self) -> None:
-        """Forget every count."""
-        with self._lock:
-            self._counts.clear()
-
-    def store(self, counts: dict[Hashable, int]) -> None:
-        """Keep ``counts`` from now on."""
+    def aged(self, key: Hashable) -> tuple[V, bool] | None:
+        """The value of ``key`` however old, and whether it is older than ``ttl``."""
         now = self.clock()
         with self._lock:
-            for key, count in counts.items():
-                self._counts[key] = (now, count)
-                self._counts.move_to_end(key)
-            while len(self._counts) > self.size:
-                self._counts.popitem(last=False)
+            kept = self._values.get(key)
+            if kept is None:
+                return None
+            self._values.move_to_end(key)
+        return kept[1], now - kept[0] >= self.ttl
+
+    def clear(self) -> None:
+        """Forget every value."""
+        with self._lock:
+            self._values.clear()
+
+    def store(self, values: Mapping[Hashable, V]) -> None:
+        """Keep ``values`` (by key) from now on."""
+        now = self.clock()
+        with self._lock:
+            for key, value in values.items():
+                self._values[key] = (now, value)
+                self._values.move_to_end(key)
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
 
 
 class TermStats:
@@ -124,7 +136,7 @@ class TermStats:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.min_rows = min_rows
-        self._cache = CountCache(ttl=ttl, size=size, clock=clock)
+        self._cache: TTLCache[int] = TTLCache(ttl=ttl, size=size, clock=clock)
 
     def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
         """``words`` without those in at least half of the rows (may be none of them).
@@ -183,11 +195,8 @@ class ScopeStats:
         sample: int = 1000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.ttl = ttl
-        self.size = size
         self.sample = sample
-        self.clock = clock
-        self._words: OrderedDict[Hashable, tuple[float, frozenset[str]]] = OrderedDict()
+        self._words: TTLCache[frozenset[str]] = TTLCache(ttl=ttl, size=size, clock=clock)
         self._recounting: set[Hashable] = set()
         self._lock = threading.Lock()
 
@@ -212,18 +221,15 @@ class ScopeStats:
         if not words or (user_id is None and conversation_id is None):
             return set()
         key = (user_id, conversation_id, share, min_rows)
-        with self._lock:
-            known = self._words.get(key)
-            if known is not None:
-                self._words.move_to_end(key)
-            old = known is not None and self.clock() - known[0] >= self.ttl
-            recount = old and key not in self._recounting
-            if recount:
-                self._recounting.add(key)
+        known = self._words.aged(key)
         if known is None:
             common = self._count(database, key)
         else:
-            common = known[1]
+            common, old = known
+            with self._lock:
+                recount = old and key not in self._recounting
+                if recount:
+                    self._recounting.add(key)
             if recount:
                 threading.Thread(
                     target=self._recount, args=(database, key), name="common-words", daemon=True
@@ -237,11 +243,7 @@ class ScopeStats:
         with database.connect() as connection:
             texts = _recent_turns(connection, user_id, conversation_id, self.sample)
         common = common_words(texts, share=share, min_rows=min_rows)
-        with self._lock:
-            self._words[key] = (self.clock(), common)
-            self._words.move_to_end(key)
-            while len(self._words) > self.size:
-                self._words.popitem(last=False)
+        self._words.store({key: common})
         return common
 
     def _recount(self, database: Database, key: tuple[str | None, str | None, float, int]) -> None:

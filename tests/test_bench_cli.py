@@ -22,15 +22,16 @@ import memory_chain
 CLI = str(Path(sys.executable).parent / "memory-chain")
 
 
+def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``memory-chain bench ARGS`` from this checkout."""
+    return subprocess.run(
+        [CLI, "bench", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def test_bench_runs_a_benchmark_and_reports_its_goals(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [CLI, "bench", "--only", "tiers,locomo", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = _bench("--only", "tiers,locomo", "--quick", "--json", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())
     tiers = figures["tiers"]
@@ -48,13 +49,7 @@ def test_bench_runs_a_benchmark_and_reports_its_goals(tmp_path: Path) -> None:
 def test_the_chat_and_load_benchmarks_run_every_part(tmp_path: Path) -> None:
     # The chat benchmark's consolidation phase once broke on a changed signature unnoticed.
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [CLI, "bench", "--only", "chat,load", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    done = _bench("--only", "chat,load", "--quick", "--json", str(out), timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(out.read_text())
     chat = figures["chat"]
@@ -70,13 +65,7 @@ def test_the_chat_and_load_benchmarks_run_every_part(tmp_path: Path) -> None:
 
 
 def test_bench_refuses_unknown_benchmarks() -> None:
-    done = subprocess.run(
-        [CLI, "bench", "--only", "tiers,warp-speed"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _bench("--only", "tiers,warp-speed", timeout=120)
     assert done.returncode == 1
     assert "unknown benchmarks ['warp-speed']" in done.stderr
 
@@ -142,23 +131,8 @@ def _locomo_file(path: Path, *, findable: bool) -> Path:
 def test_a_missed_goal_is_reported_and_fails_a_strict_run(tmp_path: Path, findable: bool) -> None:
     data = _locomo_file(tmp_path / "locomo.json", findable=findable)
     out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [
-            CLI,
-            "bench",
-            "--only",
-            "locomo",
-            "--locomo",
-            str(data),
-            "--quick",
-            "--strict",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    done = _bench(
+        "--only", "locomo", "--locomo", str(data), "--quick", "--strict", "--json", str(out)
     )
     figures = json.loads(out.read_text())["locomo"]
     goal = "locomo hybrid R@10 >= 76 %"

@@ -70,6 +70,20 @@ SUITE: tuple[Benchmark, ...] = (
         ("--quick",),
         "concurrent clients against a real server (SQLite and PostgreSQL)",
     ),
+    Benchmark(
+        "embeddings",
+        "bench_embeddings.py",
+        (),
+        ("--quick",),
+        "ONNX Runtime against torch: equal vectors, query latency, ingestion",
+    ),
+    Benchmark(
+        "replicas",
+        "bench_replicas.py",
+        (),
+        ("--quick",),
+        "three replicas on one PostgreSQL: what they store, and throughput against one",
+    ),
 )
 NAMES = (*(benchmark.name for benchmark in SUITE), "locomo")
 

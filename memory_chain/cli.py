@@ -408,7 +408,10 @@ def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_js
 @app.command()
 def bench(
     only: Annotated[
-        str | None, typer.Option(help="Comma-separated: tiers, vectors, chat, load, locomo.")
+        str | None,
+        typer.Option(
+            help="Comma-separated: tiers, vectors, chat, load, embeddings, replicas, locomo."
+        ),
     ] = None,
     quick: Annotated[bool, typer.Option(help="Smoke-sized runs (minutes, not tens).")] = False,
     locomo: Annotated[

@@ -64,6 +64,46 @@ def test_the_chat_and_load_benchmarks_run_every_part(tmp_path: Path) -> None:
     assert all(result["errors"] == 0 for result in load["results"].values())
 
 
+def test_the_vector_embedding_and_replica_benchmarks_run_every_part(tmp_path: Path) -> None:
+    # Each of these scripts once had no test, so a changed signature could break it unseen.
+    out = tmp_path / "bench.json"
+    done = _bench("--only", "vectors,embeddings,replicas", "--quick", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    for name in ("vectors", "embeddings", "replicas"):
+        assert "error" not in figures[name], (name, figures[name])
+        assert set(figures[name]["verdicts"].values()) <= {"ok", "MISSED"}, name
+    vectors = figures["vectors"]["results"]["retrieval"]
+    assert vectors["retrieval_p95_over_embed_p95"] > 1.0  # retrieval includes an embedding
+    equality = figures["embeddings"]["results"]["equality"]["onnx"]
+    assert equality["min"] > 0.9999  # the ONNX graph gives torch's vectors
+    assert set(figures["embeddings"]["results"]["runtimes"]) >= {"torch", "onnx"}
+    replicas = figures["replicas"]
+    assert replicas["verdicts"] == {"0 errors, turns contiguous, one point per turn": "ok"}
+    assert set(replicas["results"]["throughput"]) == {"1", "3", "3-sticky"}
+
+
+def test_the_soak_runs_and_judges_the_servers_memory(tmp_path: Path) -> None:
+    # Not in `memory-chain bench` (a full soak takes most of an hour): its script, quick.
+    out = tmp_path / "soak.json"
+    script = Path(memory_chain.__file__).resolve().parent.parent / "benchmarks" / "bench_soak.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=script.parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())["results"]
+    assert result["errors"] == 0
+    assert result["turns_stored"] == 4_000
+    assert result["contiguity_sample"]["ok"]
+    assert isinstance(result["bounded"]["bounded"], bool)  # a verdict either way
+    assert "heap (RssAnon) allowed" in done.stdout
+
+
 def test_bench_refuses_unknown_benchmarks() -> None:
     done = _bench("--only", "tiers,warp-speed", timeout=120)
     assert done.returncode == 1

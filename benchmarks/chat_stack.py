@@ -200,8 +200,13 @@ class NullMemory:
     def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
         return MemoryContext(conversation_id, user_id, None, (), ())
 
-    def add_turns(self, conversation_id: str, user_id: str, turns: Any) -> list[Any]:
+    def add_turns(
+        self, conversation_id: str, user_id: str, turns: Any, *, index_now: bool = True
+    ) -> list[Any]:
         return []
+
+    def index_queued(self) -> None:
+        return None
 
 
 def fake_chat_model() -> GenericFakeChatModel:

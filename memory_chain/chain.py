@@ -209,21 +209,28 @@ def build_chat_chain(
         context = manager.retrieve(*ids, text)
         return _prepared(ids, system_message, context, text)
 
+    # The exchange's turns are embedded together once the reply is stored (or the call
+    # failed): a tier-3 worker woken by the user's message would embed it while the reply is
+    # produced and stored, competing with them for the CPU and the GIL (measured: a third of
+    # memory's cost of a chat turn at p50, benchmarks/README.md).
     def remember(prepared: dict[str, Any], turn: NewTurn) -> None:
         conversation_id, user_id = prepared["ids"]
-        manager.add_turns(conversation_id, user_id, [turn])
+        manager.add_turns(conversation_id, user_id, [turn], index_now=False)
 
     def respond(prepared: dict[str, Any], config: RunnableConfig) -> Iterator[AIMessageChunk]:
         if not prepared["stored"]:
             # Durably, before the model runs: a failed or abandoned call keeps the message.
             remember(prepared, _user_turn(prepared["text"], manager.counter))
-        reply: AIMessageChunk | None = None
-        with _model_errors():
-            for chunk in llm.stream(prepared["messages"], config):
-                reply = chunk if reply is None else reply + chunk
-                yield chunk
-        if reply is not None:
-            remember(prepared, _reply_turn(reply, manager.counter))
+        try:
+            reply: AIMessageChunk | None = None
+            with _model_errors():
+                for chunk in llm.stream(prepared["messages"], config):
+                    reply = chunk if reply is None else reply + chunk
+                    yield chunk
+            if reply is not None:
+                remember(prepared, _reply_turn(reply, manager.counter))
+        finally:
+            manager.index_queued()
 
     # The one async twin, for real async I/O: the reply streams over the chat model's async
     # HTTP client on the event loop; storing (blocking SQL) runs in a worker thread.
@@ -233,13 +240,17 @@ def build_chat_chain(
         if not prepared["stored"]:
             turn = _user_turn(prepared["text"], manager.counter)
             await run_in_executor(None, remember, prepared, turn)
-        reply: AIMessageChunk | None = None
-        with _model_errors():
-            async for chunk in llm.astream(prepared["messages"], config):
-                reply = chunk if reply is None else reply + chunk
-                yield chunk
-        if reply is not None:
-            await run_in_executor(None, remember, prepared, _reply_turn(reply, manager.counter))
+        try:
+            reply: AIMessageChunk | None = None
+            with _model_errors():
+                async for chunk in llm.astream(prepared["messages"], config):
+                    reply = chunk if reply is None else reply + chunk
+                    yield chunk
+            if reply is not None:
+                reply_turn = _reply_turn(reply, manager.counter)
+                await run_in_executor(None, remember, prepared, reply_turn)
+        finally:
+            manager.index_queued()
 
     # RunnableLambda streams generator functions and aggregates their chunks on invoke; its
     # type hints do not describe that, hence the casts.

@@ -96,11 +96,22 @@ class MemoryManager:
         conversation_id: str,
         user_id: str,
         turns: Sequence[BaseMessage] | Sequence[NewTurn],
+        *,
+        index_now: bool = True,
     ) -> list[Turn]:
         """Store turns: SQL (and the tier-3 queue) first, then tier 1; then wake listeners.
 
         The conversation is created for the user if it does not exist (conversation ids are
         each user's own).
+
+        Args:
+            conversation_id: The conversation.
+            user_id: Its owner.
+            turns: Messages, or :class:`NewTurn` objects (not a mix).
+            index_now: Wake tier 3's worker to embed the turns at once. ``False`` leaves them
+                queued for :meth:`index_queued` (or the worker's next round): the chat stores
+                the user's message before calling the model, and a worker embedding it then
+                competes with the reply for the CPU.
 
         Raises:
             InvalidInputError: On malformed input (nothing is stored).
@@ -119,9 +130,14 @@ class MemoryManager:
             except Exception:  # a trigger must never fail a stored write
                 logger.exception("turn listener failed for %s", conversation_id)
         # Last: the backfill thread competes for the GIL as soon as it wakes.
+        if index_now:
+            self.index_queued()
+        return stored
+
+    def index_queued(self) -> None:
+        """Wake tier 3's worker to embed the queued turns (nothing to do without tier 3)."""
         if self.tier3 is not None:
             self.tier3.notify()
-        return stored
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
         """Purge a conversation from every tier (rows, cache, points, facts).

@@ -710,6 +710,33 @@ def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: An
     assert [t.content for t in turns][2:] == ["And the bike?", "What colour is it?", "It is blue."]
 
 
+def test_an_exchange_is_embedded_once_its_reply_is_stored(memory: Any, monkeypatch: Any) -> None:
+    manager, _, _ = memory
+    woken: list[list[str]] = []  # the stored turns each time tier 3's worker is woken
+
+    def notify() -> None:
+        woken.append([t.content for t in manager.store.get_turns("trip", user_id="ana")])
+
+    monkeypatch.setattr(manager.tier3, "notify", notify)
+    chain = build_chat_chain(manager, fake_llm())
+    chain.invoke({"input": "We land at 9."}, CFG)
+    # Not when the message is stored (the worker would embed it while the model runs and
+    # the reply is stored): once, after the reply.
+    assert woken == [["We land at 9.", "reply 0"]]
+    asyncio.run(chain.ainvoke({"input": "Gate 12."}, CFG))
+    assert woken[1][-2:] == ["Gate 12.", "reply 1"]
+    assert len(woken) == 2
+    # A failed call wakes it too: the message is embedded without a reply.
+    down = build_chat_chain(manager, Down(messages=iter([])))
+    with pytest.raises(LLMUnavailableError):
+        down.invoke({"input": "Taxi or bus?"}, CFG)
+    with pytest.raises(LLMUnavailableError):
+        asyncio.run(down.ainvoke({"input": "Or the metro?"}, CFG))
+    assert [turns[-1] for turns in woken[2:]] == ["Taxi or bus?", "Or the metro?"]
+    manager.tier3.catch_up()  # what the woken worker does
+    assert manager.tier3.index.count() == 6
+
+
 def test_chat_chain_astream_runs_its_steps_directly_unless_observed(
     memory: Any, monkeypatch: Any
 ) -> None:

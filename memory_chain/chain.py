@@ -211,7 +211,7 @@ def build_chat_chain(
 
     # The exchange's turns are embedded together once the reply is stored (or the call
     # failed): a tier-3 worker woken by the user's message would embed it while the reply is
-    # produced and stored, competing with them for the CPU and the GIL (measured: a third of
+    # produced and stored, competing with them for the CPU and the GIL (measured: about 30 % of
     # memory's cost of a chat turn at p50, benchmarks/README.md).
     def remember(prepared: dict[str, Any], turn: NewTurn) -> None:
         conversation_id, user_id = prepared["ids"]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import memory_chain
+from memory_chain.bench import benchmarks_dir
 
 CLI = str(Path(sys.executable).parent / "memory-chain")
 
@@ -86,7 +87,7 @@ def test_the_vector_embedding_and_replica_benchmarks_run_every_part(tmp_path: Pa
 def test_the_soak_runs_and_judges_the_servers_memory(tmp_path: Path) -> None:
     # Not in `memory-chain bench` (a full soak takes most of an hour): its script, quick.
     out = tmp_path / "soak.json"
-    script = Path(memory_chain.__file__).resolve().parent.parent / "benchmarks" / "bench_soak.py"
+    script = benchmarks_dir() / "bench_soak.py"
     done = subprocess.run(
         [sys.executable, str(script), "--quick", "--json", str(out)],
         capture_output=True,

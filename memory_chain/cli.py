@@ -309,6 +309,13 @@ def eval_locomo(
     conversations: Annotated[
         int | None, typer.Option(min=1, help="Only the first N conversations.")
     ] = None,
+    scope: Annotated[
+        str,
+        typer.Option(
+            help="What each question searches: its own 'conversation', or 'user': every "
+            "conversation of the file, stored as one user's (what a chat searches by default).",
+        ),
+    ] = "conversation",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     cross_validate: Annotated[
         bool,
@@ -332,7 +339,7 @@ def eval_locomo(
     """Recall@k of memory retrieval on LoCoMo questions (in a temporary store)."""
     from memory_chain.errors import InvalidInputError
     from memory_chain.eval.crossval import cross_validate_locomo, format_crossval
-    from memory_chain.eval.locomo import evaluate_locomo
+    from memory_chain.eval.locomo import EVAL_SCOPES, evaluate_locomo
     from memory_chain.eval.report import format_report
 
     try:
@@ -348,6 +355,8 @@ def eval_locomo(
             )
         )
     modes = cast("list[RetrievalMode]", names)
+    if scope not in EVAL_SCOPES:
+        _fail(ValueError(f"--scope takes {' or '.join(EVAL_SCOPES)}, got {scope!r}"))
     settings = _settings()
     if answers is not None:
         _eval_answers(path, answers, settings, as_json=as_json)
@@ -363,11 +372,12 @@ def eval_locomo(
         try:
             if cross_validate:
                 crossval = cross_validate_locomo(
-                    path, ks=ks, modes=modes, settings=settings, progress=progress
-                )
+                    path, ks=ks, modes=modes, scope=scope, settings=settings,
+                    progress=progress,
+                )  # fmt: skip
             else:
                 report = evaluate_locomo(
-                    path, ks=ks, modes=modes, settings=settings,
+                    path, ks=ks, modes=modes, scope=scope, settings=settings,
                     max_conversations=conversations, progress=progress,
                 )  # fmt: skip
         except (InvalidInputError, ValueError) as exc:

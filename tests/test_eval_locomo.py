@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,14 @@ from typing import Any
 import pytest
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.eval.locomo import found_turns, recall_row
 from memory_chain.eval.locomo_data import (
     EvidenceRepairs,
     load_locomo,
     parse_session_date,
     repair_evidence,
 )
+from memory_chain.schemas import MemoryItem
 from tests.needs import missing
 
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -144,6 +147,44 @@ def test_cli_on_a_small_file_in_every_mode(tmp_path: Path, cli_env: dict[str, st
     assert "hybrid" in text.stdout
 
 
+def test_found_turns_of_other_conversations_count_as_misses() -> None:
+    def turn(conversation: str, number: int) -> MemoryItem:
+        return MemoryItem(
+            tier="tier3", kind="turn", conversation_id=conversation, content="x",
+            timestamp=datetime(2024, 3, 1, tzinfo=UTC), score=1.0, turn_number=number,
+        )  # fmt: skip
+
+    summary = replace(turn("tiny", 0), kind="summary", turn_number=None, turn_range=(1, 2))
+    found = found_turns([turn("other", 2), summary, turn("tiny", 2), turn("tiny", 1)], "tiny")
+    assert found == [None, 2, 1]
+    assert recall_row(found, {1}, (1, 2, 3)) == {1: 0.0, 2: 0.0, 3: 1.0}
+
+
+def test_user_scope_searches_every_conversation(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """Like a chat, ``--scope user`` searches all of the user's conversations at once."""
+    tiny = _sample([TINY_QA[1]])  # "What is Ben training for?": a marathon, in D2:2
+    other = _sample([])
+    other["sample_id"] = "other"
+    other["conversation"]["session_2"][1]["text"] = "Ben is training for a triathlon now."
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([tiny, other]))
+    recall = {}
+    for scope in ("conversation", "user"):
+        done = _eval(path, "--scope", scope, "--k", "1,4", "--json", env=cli_env)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["scope"] == scope
+        recall[scope] = report["recall"]
+    assert recall["conversation"] == {"1": 100.0, "4": 100.0}
+    # The other conversation's training turn takes the first place: a miss, not a hit.
+    assert recall["user"] == {"1": 0.0, "4": 100.0}
+    text = _eval(path, "--scope", "user", "--k", "1", env=cli_env)
+    assert "every conversation of the file" in text.stdout
+    refused = _eval(path, "--scope", "everyone", env=cli_env)
+    assert refused.returncode == 1
+    assert "--scope takes conversation or user" in refused.stderr
+
+
 def test_cli_refuses_bad_input(tmp_path: Path, cli_env: dict[str, str]) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
@@ -192,6 +233,15 @@ def test_cross_validation_holds_each_conversation_out(
     assert set(folds[0]["weights"]) >= {"keyword", "answer_of_question", "time"}
     assert set(report["folds"]["keyword"][0]["weights"]) == {"time", "when"}
     assert report["held_out"]["hybrid"]["questions"]["overall"] == 5
+    assert report["scope"] == "conversation"
+    # Across both conversations, each question's evidence has a twin in the other one.
+    across = _eval(path, "--cross-validate", "--scope", "user", "--mode", "keyword", "--k", "1,3",
+                   "--json", env=cli_env)  # fmt: skip
+    assert across.returncode == 0, across.stderr
+    user = json.loads(across.stdout)
+    assert user["scope"] == "user"
+    assert user["held_out"]["keyword"]["questions"]["overall"] == 5
+    assert user["whole_file"]["keyword"]["recall"]["1"] < 100.0
     text = _eval(path, "--cross-validate", "--mode", "keyword", env=cli_env)
     assert text.returncode == 0, text.stderr
     assert "held-out folds" in text.stdout

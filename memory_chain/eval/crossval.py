@@ -36,15 +36,17 @@ from memory_chain.eval.locomo import (
     DEFAULT_KS,
     EVAL_USER,
     EvalProgress,
+    EvalScope,
     RecallTable,
     evidence_turns,
     found_turns,
     ingested,
     recall_row,
     recall_table,
+    searched,
 )
 from memory_chain.eval.locomo_data import CATEGORIES, load_locomo
-from memory_chain.eval.report import recall_lines
+from memory_chain.eval.report import SCOPE_WORDS, recall_lines
 from memory_chain.retrieval import FusionWeights, RetrievalMode
 from memory_chain.retrieval.candidates import Candidates
 
@@ -101,6 +103,7 @@ class CrossValReport:
 
     path: str
     ks: tuple[int, ...]
+    scope: EvalScope = "conversation"
     held_out: dict[str, RecallTable] = field(default_factory=dict)
     folds: dict[str, list[FoldResult]] = field(default_factory=dict)
     whole_file: dict[str, RecallTable] = field(default_factory=dict)
@@ -121,6 +124,7 @@ class CrossValReport:
 
         return {
             "path": self.path,
+            "scope": self.scope,
             "held_out": {mode: table(t) for mode, t in self.held_out.items()},
             "whole_file": {mode: table(t) for mode, t in self.whole_file.items()},
             "folds": {
@@ -153,7 +157,8 @@ def _recalls(
 ) -> list[dict[int, float]]:
     depth = max(ks)
     return [
-        recall_row(found_turns(a.candidates.rank(weights, depth)), a.evidence, ks) for a in asked
+        recall_row(found_turns(a.candidates.rank(weights, depth), a.conversation), a.evidence, ks)
+        for a in asked
     ]
 
 
@@ -214,6 +219,7 @@ def cross_validate_locomo(
     *,
     ks: Sequence[int] = DEFAULT_KS,
     modes: Sequence[RetrievalMode] = ("hybrid", "keyword", "dense"),
+    scope: EvalScope = "conversation",
     settings: MemorySettings | None = None,
     progress: EvalProgress | None = None,
 ) -> CrossValReport:
@@ -223,6 +229,8 @@ def cross_validate_locomo(
         path: A LoCoMo-format file with at least two conversations.
         ks: Cut-offs.
         modes: Retrieval modes to measure.
+        scope: What each question searches: its ``"conversation"``, or every conversation
+            of the file (``"user"``); folds are held out by conversation either way.
         settings: Embedding and tier-3 settings (the stores go to a temporary folder).
         progress: Told of each stage's progress.
 
@@ -241,7 +249,7 @@ def cross_validate_locomo(
     if len(samples) < 2:
         raise ValueError("cross-validation needs at least two conversations")
     notify = progress or (lambda _stage, _done, _total: None)
-    report = CrossValReport(path=str(path), ks=ks)
+    report = CrossValReport(path=str(path), ks=ks, scope=scope)
     defaults = FusionWeights()
     report.defaults = {m: _changed(defaults, m) for m in modes}
     with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
@@ -253,7 +261,9 @@ def cross_validate_locomo(
             for sample in samples:
                 for question in sample.questions:
                     candidates = manager.memory_search.gather(
-                        question.question, user_id=EVAL_USER, conversation_id=sample.sample_id
+                        question.question,
+                        user_id=EVAL_USER,
+                        conversation_id=searched(sample, scope),
                     )
                     asked.append(
                         _Asked(
@@ -276,7 +286,10 @@ def cross_validate_locomo(
 def format_crossval(report: CrossValReport) -> str:
     """The held-out and whole-file tables, and each fold's choice."""
     ks = report.ks
-    lines = [f"LoCoMo leave-one-conversation-out cross-validation: {report.path}"]
+    lines = [
+        f"LoCoMo leave-one-conversation-out cross-validation: {report.path}",
+        f"  each question searched {SCOPE_WORDS[report.scope]}",
+    ]
     for title, tables in (
         ("held-out folds (weights chosen on the other conversations)", report.held_out),
         ("whole file, shipped default weights", report.whole_file),

@@ -4,10 +4,15 @@ Each conversation of a LoCoMo-format file is written into a fresh temporary stor
 the normal write path (:meth:`MemoryManager.add_turns`, one call per session, the first
 speaker as ``user`` and the second as ``assistant``, ``"<speaker>: <text>"`` as content and
 the session's date as timestamp), tier 3 is filled by the usual indexer, and every
-non-adversarial question is asked through :meth:`MemoryManager.search` restricted to its
-conversation: the retrieval the chat uses, in the chosen mode. Recall@k of a question is the
-fraction of its evidence turns among the first k results; the figures are means over
-questions, in percent, overall and per category.
+non-adversarial question is asked through :meth:`MemoryManager.find`: the retrieval the chat
+uses, in the chosen mode. Recall@k of a question is the fraction of its evidence turns among
+the first k results; the figures are means over questions, in percent, overall and per
+category.
+
+A question searches its own conversation (``scope="conversation"``, the default and the
+figures the fusion was tuned on), or, like a chat with its default settings, every
+conversation of the file, all stored as one user's (``scope="user"``): turns of other
+conversations then compete for the same ranks and count as misses.
 
 Example:
     >>> report = evaluate_locomo("locomo10.json", ks=(1, 5, 10))  # doctest: +SKIP
@@ -26,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memory_chain.config import MemorySettings
 from memory_chain.eval.locomo_data import (
@@ -47,6 +52,10 @@ EvalProgress = Callable[[str, int, int], None]
 
 DEFAULT_KS = (1, 5, 10, 20)
 EVAL_USER = "locomo"
+
+#: What a question searches: its own conversation, or all of them (one user's, as a chat does).
+EvalScope = Literal["conversation", "user"]
+EVAL_SCOPES: tuple[EvalScope, ...] = ("conversation", "user")
 
 
 @dataclass
@@ -79,6 +88,7 @@ class LocomoReport:
     conversations: int
     turns: int
     repairs: EvidenceRepairs
+    scope: EvalScope = "conversation"
     results: dict[str, RecallTable] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -87,6 +97,7 @@ class LocomoReport:
         first = next(iter(self.results.values()), None)
         return {
             "path": self.path,
+            "scope": self.scope,
             "recall": {str(k): v for k, v in first.recall.items()} if first else {},
             "modes": {
                 mode: {
@@ -110,7 +121,7 @@ class LocomoReport:
         }
 
 
-def _recall(found: Sequence[int], evidence: set[int], k: int) -> float:
+def _recall(found: Sequence[int | None], evidence: set[int], k: int) -> float:
     return len(evidence.intersection(found[:k])) / len(evidence)
 
 
@@ -218,6 +229,7 @@ def evaluate_locomo(
     *,
     ks: Sequence[int] = DEFAULT_KS,
     modes: Sequence[RetrievalMode] = ("hybrid",),
+    scope: EvalScope = "conversation",
     settings: MemorySettings | None = None,
     max_conversations: int | None = None,
     max_questions: int | None = None,
@@ -229,6 +241,8 @@ def evaluate_locomo(
         path: The file.
         ks: Cut-offs.
         modes: Retrieval modes to measure (the first is the report's headline).
+        scope: What each question searches: its ``"conversation"``, or every conversation
+            of the file (``"user"``, a chat's default).
         settings: Embedding and tier-3 settings to use; the stores always go to a fresh
             temporary folder (and an embedded vector index), never to ``settings.data_dir``.
         max_conversations: Evaluate only the first conversations (a CI slice).
@@ -250,6 +264,7 @@ def evaluate_locomo(
         conversations=len(samples),
         turns=sum(len(sample.turns) for sample in samples),
         repairs=repairs,
+        scope=scope,
     )
     notify = progress or (lambda _stage, _done, _total: None)
     with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
@@ -261,6 +276,7 @@ def evaluate_locomo(
                 numbers,
                 ks,
                 mode=mode,
+                scope=scope,
                 max_questions=max_questions,
                 notify=notify,
             )
@@ -276,12 +292,27 @@ def evidence_turns(
     return {numbers[sample.sample_id][dia] for dia in question.evidence}
 
 
-def found_turns(items: Sequence[MemoryItem]) -> list[int]:
-    """Turn numbers of the turns among ``items``, in order."""
-    return [item.turn_number for item in items if item.kind == "turn" and item.turn_number]
+def found_turns(items: Sequence[MemoryItem], conversation_id: str) -> list[int | None]:
+    """Turn numbers of the turns among ``items``, in order.
+
+    A turn of another conversation than ``conversation_id`` (the question's) keeps its rank
+    as ``None``: it took a place the evidence could have had.
+    """
+    return [
+        item.turn_number if item.conversation_id == conversation_id else None
+        for item in items
+        if item.kind == "turn" and item.turn_number
+    ]
 
 
-def recall_row(found: Sequence[int], evidence: set[int], ks: Sequence[int]) -> dict[int, float]:
+def searched(sample: LocomoSample, scope: EvalScope) -> str | None:
+    """The conversation a question of ``sample`` searches in ``scope`` (``None``: all)."""
+    return sample.sample_id if scope == "conversation" else None
+
+
+def recall_row(
+    found: Sequence[int | None], evidence: set[int], ks: Sequence[int]
+) -> dict[int, float]:
     """Recall@k of one question for every k."""
     return {k: _recall(found, evidence, k) for k in ks}
 
@@ -293,6 +324,7 @@ def _ask(
     ks: Sequence[int],
     *,
     mode: RetrievalMode,
+    scope: EvalScope,
     max_questions: int | None,
     notify: EvalProgress,
 ) -> RecallTable:
@@ -313,11 +345,16 @@ def _ask(
                     tier3.embed_query(question.question)
                     embedding.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
-                context = manager.search(sample.sample_id, EVAL_USER, question.question, k=max(ks))
+                found = manager.find(
+                    question.question,
+                    user_id=EVAL_USER,
+                    conversation_id=searched(sample, scope),
+                    limit=max(ks),
+                )
                 latencies.append((time.perf_counter() - t0) * 1000)
                 evidence = evidence_turns(sample, question, numbers)
                 scores[CATEGORIES[question.category]].append(
-                    recall_row(found_turns(context.items), evidence, ks)
+                    recall_row(found_turns(found.items, sample.sample_id), evidence, ks)
                 )
                 asked += 1
                 notify(f"asking ({mode})", asked, total)

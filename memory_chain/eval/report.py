@@ -6,6 +6,12 @@ from collections.abc import Mapping, Sequence
 
 from memory_chain.eval.locomo import LocomoReport, RecallTable
 
+#: How the tables name what each question searched.
+SCOPE_WORDS = {
+    "conversation": "its own conversation",
+    "user": "every conversation of the file (one user's, as a chat searches)",
+}
+
 
 def recall_lines(tables: Mapping[str, RecallTable], ks: Sequence[int]) -> list[str]:
     """A header and one row per mode (overall, then each category) of Recall@k tables."""
@@ -31,6 +37,7 @@ def format_report(report: LocomoReport) -> str:
         f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
         f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
         f"evidence {report.repairs.questions_without_evidence}",
+        f"  each question searched {SCOPE_WORDS[report.scope]}",
         *recall_lines(report.results, ks),
     ]
     lines.append(

@@ -94,6 +94,9 @@ class RetrievalSettings:
             ``keyword_k`` are not candidates, but a turn semantic search finds gets its
             keyword score from them: a turn both searches find in their second hundred
             otherwise counts as found by one).
+        keyword_floor: Of those past ``keyword_k``, only the ones scoring at least this share
+            of the best are read: a lower score adds under ``keyword`` times this share to a
+            fused score (measured: 0.1 changes no held-out figure and halves the rows read).
         summary_k: Keyword candidates among range summaries.
         semantic_k: Semantic candidates (20, 30 and 50 give the same held-out recall, within
             0.2 points).
@@ -114,6 +117,7 @@ class RetrievalSettings:
     keyword_k: int = 30
     keyword_alone_k: int = 100
     keyword_scored: int = 1000
+    keyword_floor: float = 0.1
     summary_k: int = 5
     semantic_k: int = 20
     window_k: int = 20
@@ -326,6 +330,7 @@ class MemorySearch:
             conversation_id=conversation_id,
             limit=depth,
             scored=settings.keyword_scored if tier3 is not None else 0,
+            floor=settings.keyword_floor,
             include_archived=scope.include_archived,
         )
         summaries = self.store.search(

@@ -281,6 +281,27 @@ def test_search_turns_scores_many_more_turns_than_it_reads(store: SQLStore) -> N
     assert store.search_turns("blue", user_id="u", limit=0, scored=0) == ([], {})
 
 
+def test_search_turns_scores_only_turns_above_a_floor(store: SQLStore) -> None:
+    """Past the hits, a turn scoring under ``floor`` times the best is left out."""
+    store.append_turns(
+        "c1",
+        [NewTurn("user", "the blue bicycle" + " and the red car" * i) for i in range(12)],
+        user_id="u",
+    )
+    store.append_turns("c2", [NewTurn("user", "a blue whale")], user_id="u")
+    every = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
+    share = every[len(every) // 2].score / every[0].score
+    hits, scores = store.search_turns("blue red car", user_id="u", limit=2, scored=100, floor=share)
+    kept = every[:2] + [h for h in every[2:] if h.score >= share * every[0].score]
+    assert 2 < len(kept) < len(every)
+    assert scores == pytest.approx({(h.conversation_id, h.turn_number or 0): h.score for h in kept})
+    assert [h.text for h in hits] == [h.text for h in every[:2]]
+    # The hits themselves are kept whatever they score.
+    hits, scores = store.search_turns("blue red car", user_id="u", limit=13, scored=100, floor=1.0)
+    assert [h.text for h in hits] == [h.text for h in every]
+    assert len(scores) == len(every)
+
+
 @pytest.mark.parametrize(
     "query",
     [

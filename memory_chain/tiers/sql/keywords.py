@@ -114,13 +114,15 @@ class KeywordSearch:
         conversation_id: str | None = None,
         limit: int = 10,
         scored: int = 1000,
+        floor: float = 0.0,
         include_archived: bool = False,
     ) -> tuple[list[KeywordHit], dict[tuple[str, int], float]]:
         """The best ``limit`` turns by keyword, and the scores of the best ``scored``.
 
         The turns :meth:`search` finds (same arguments), from one search that also gives
         the keyword score of many more turns by (conversation, turn number), without
-        reading them (see :func:`.search.keyword_turns`).
+        reading them; past the best ``limit``, only those scoring at least ``floor`` times
+        the best (see :func:`.search.keyword_turns`).
         """
         return self._run(
             keyword_turns,
@@ -130,6 +132,7 @@ class KeywordSearch:
             include_archived=include_archived,
             limit=limit,
             scored=scored,
+            floor=floor,
         )
 
     def common_words(

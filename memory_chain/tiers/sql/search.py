@@ -116,6 +116,7 @@ def _sqlite_fts(
     *,
     rank: bool = True,
     columns: str | None = None,
+    floored: bool = False,
 ) -> tuple[TextualSelect, dict[str, Any]]:
     table, _column, hit_columns = _SOURCES[kind]
     columns = columns or hit_columns
@@ -131,13 +132,25 @@ def _sqlite_fts(
     # Rank inside the index first, then join only the best rows. The scope tokens already
     # select the caller's rows; should two ids ever stem to one token, the SQL conditions drop
     # the stranger's rows (the result is then short, never wrong).
-    sql = (
-        f"SELECT {columns}, m.score FROM ("
+    ranked = (
         f"SELECT rowid, {score} AS score FROM {table}_fts "
-        f"WHERE {table}_fts MATCH :match ORDER BY {order} LIMIT :limit) m "
+        f"WHERE {table}_fts MATCH :match ORDER BY {order} LIMIT :limit"
+    )
+    if floored and rank:
+        # Past the best rows (up to :last_hit), only those scoring at least :floor of the best
+        # are joined and read: most of a long result scores next to nothing (keyword_turns).
+        prefix, source = f"WITH m AS MATERIALIZED ({ranked}) ", "m"
+        keep = (
+            "m.score >= min(:floor * (SELECT max(score) FROM m), coalesce("
+            "(SELECT score FROM m ORDER BY score DESC LIMIT 1 OFFSET :last_hit), -1e308))"
+        )
+    else:
+        prefix, source, keep = "", f"({ranked}) m", "1 = 1"
+    sql = (
+        f"{prefix}SELECT {columns}, m.score FROM {source} "
         f"JOIN {table} t ON t.id = m.rowid "
         "JOIN conversations c ON c.conversation_id = t.conversation_id "
-        f"WHERE 1 = 1{scope} ORDER BY m.score DESC, t.id DESC"
+        f"WHERE {keep}{scope} ORDER BY m.score DESC, t.id DESC"
     )
     return _typed(kind, sql, typed=columns == hit_columns), {"match": match}
 
@@ -247,6 +260,7 @@ def keyword_turns(
     conversation_id: str | None = None,
     limit: int = 10,
     scored: int = 1000,
+    floor: float = 0.0,
     use_fts: bool = True,
     term_stats: TermStats | None = None,
     statuses: Sequence[str] | None = None,
@@ -256,7 +270,11 @@ def keyword_turns(
     One search (the same as :func:`keyword_search` for turns, which takes the same
     arguments): the scores of the best ``scored`` matches by (conversation, turn number),
     read without their text, and the text of the best ``limit``. A fusion then gives a turn
-    another search found its keyword score even when it is no keyword candidate.
+    another search found its keyword score even when it is no keyword candidate. Past the
+    best ``limit``, a turn scoring under ``floor`` times the best is left out: in a fusion
+    that normalizes by the best score its keyword part is under ``floor`` of the keyword
+    weight. On SQLite such rows are not even read (a query that shares a common word with
+    most turns matches most of them, and most of those score next to nothing).
 
     Returns:
         The hits, best first, and every scored turn's score (conversations by the ids
@@ -265,6 +283,7 @@ def keyword_turns(
     words = query_words(query)
     if not words or max(limit, scored) <= 0:
         return [], {}
+    floored = floor > 0.0 and scored > limit
     statement, params = _statement(
         connection,
         "turn",
@@ -275,8 +294,13 @@ def keyword_turns(
         term_stats=term_stats,
         statuses=statuses,
         columns="t.id, t.conversation_id, t.turn_number",
+        floored=floored,
     )
-    rows = connection.execute(statement, {**params, "limit": max(limit, scored)}).all()
+    bounds = {"floor": floor, "last_hit": max(limit - 1, 0)} if floored else {}
+    rows = connection.execute(statement, {**params, **bounds, "limit": max(limit, scored)}).all()
+    if floored and rows:
+        least = floor * float(rows[0][3])
+        rows = [*rows[:limit], *(row for row in rows[limit:] if float(row[3]) >= least)]
     # A search's rows come from a few conversations: map each stored id to the client's once.
     names: dict[str, str] = {}
     scores: dict[tuple[str, int], float] = {}
@@ -310,8 +334,13 @@ def _statement(
     term_stats: TermStats | None,
     statuses: Sequence[str] | None,
     columns: str | None = None,
+    floored: bool = False,
 ) -> tuple[TextualSelect, dict[str, Any]]:
-    """The query of one kind for this dialect, and its parameters (``:limit`` left open)."""
+    """The query of one kind for this dialect, and its parameters (``:limit`` left open).
+
+    ``floored`` (SQLite FTS5 only; elsewhere the caller drops the rows): past the first
+    ``:last_hit`` + 1 rows, only rows scoring at least ``:floor`` times the best are returned.
+    """
     dialect = connection.dialect.name
     scope, params = _scope("t", user_id, conversation_id, statuses)
     if dialect == "postgresql":
@@ -328,6 +357,7 @@ def _statement(
             conversation_id,
             rank=bool(informative),
             columns=columns,
+            floored=floored,
         )
     else:
         statement, extra = _like(kind, words, scope, columns=columns)

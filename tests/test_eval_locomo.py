@@ -28,9 +28,9 @@ LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" 
 CLI = [str(Path(sys.executable).parent / "memory-chain")]
 
 #: Measured on conv-26 (the first conversation of locomo-dev.json, 150 questions) with the
-#: default retrieval: R@1 44.9, R@5 70.2, R@10 80.1, R@20 86.1 (keyword only: 36.8, 66.8,
+#: default retrieval: R@1 44.9, R@5 70.2, R@10 79.4, R@20 86.0 (keyword only: 36.8, 66.8,
 #: 74.7, 79.2). The floors sit about two questions lower.
-SLICE_FLOORS = {"1": 43.0, "5": 68.5, "10": 78.5, "20": 84.5}
+SLICE_FLOORS = {"1": 43.0, "5": 68.5, "10": 78.0, "20": 84.5}
 
 
 def locomo_dev() -> Path:

@@ -139,6 +139,9 @@ def _sqlite_fts(
     if floored and rank:
         # Past the best rows (up to :last_hit), only those scoring at least :floor of the best
         # are joined and read: most of a long result scores next to nothing (keyword_turns).
+        # Both are counted before the scope's SQL conditions: among a user's turns, those of
+        # archived conversations count too, so a search without them may leave out a few
+        # more rows under the floor (never one above it).
         prefix, source = f"WITH m AS MATERIALIZED ({ranked}) ", "m"
         keep = (
             "m.score >= min(:floor * (SELECT max(score) FROM m), coalesce("

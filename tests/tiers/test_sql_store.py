@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, SchemaNotReadyError
 from memory_chain.schemas import NewTurn, TokenUsage
@@ -512,6 +512,32 @@ def test_words_in_half_of_the_rows_are_dropped_without_changing_the_ranking(
         now[0] = 61.0
         assert stats.informative(conn, "turn", ["apple", "lisbon"]) == ["lisbon"]
         assert stats.informative(conn, "turn", ["apple", "weather"]) == []
+
+
+def test_a_small_index_keeps_every_word_without_counting(sqlite_store: SQLStore) -> None:
+    first = [NewTurn("user", f"apple item{n}") for n in range(5)]
+    sqlite_store.append_turns("c", first, user_id="u")
+    now = [0.0]
+    stats = TermStats(min_rows=10, ttl=60, clock=lambda: now[0])
+    statements: list[str] = []
+    with sqlite_store.engine.connect() as conn:
+        event.listen(
+            conn,
+            "before_cursor_execute",
+            lambda *args: args[2].startswith("SELECT") and statements.append(args[2]),
+        )
+        assert stats.informative(conn, "turn", ["apple", "pear"]) == ["apple", "pear"]
+        assert len(statements) == 1  # the row bound (5), and the two counts
+        sqlite_store.append_turns(
+            "c", [NewTurn("user", f"apple item{n}") for n in range(5, 20)], user_id="u"
+        )
+        conn.rollback()  # end the read transaction: see the new rows
+        # Under `min_rows` a minute ago: "apple", now in every row, is still kept, uncounted.
+        assert stats.informative(conn, "turn", ["apple", "plum"]) == ["apple", "plum"]
+        assert len(statements) == 1
+        now[0] = 61.0
+        assert stats.informative(conn, "turn", ["apple", "plum"]) == ["plum"]
+        assert len(statements) == 2
 
 
 def test_visible_conversations_by_status_cached_and_cleared(store: SQLStore) -> None:

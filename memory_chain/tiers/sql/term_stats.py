@@ -141,9 +141,16 @@ class TermStats:
     def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
         """``words`` without those in at least half of the rows (may be none of them).
 
-        One statement reads the row bound and counts the words not cached.
+        One statement reads the row bound and counts the words not cached; while the bound,
+        read at most ``ttl`` seconds ago, is under ``min_rows``, nothing is read.
         """
         table = TABLES[kind]
+        # A small index keeps every word: its row bound is cached like the counts, so that
+        # such a search counts nothing (a user's summaries are often a few hundred rows).
+        bound_key = (kind, None)
+        known = self._cache.fresh([bound_key]).get(bound_key)
+        if known is not None and known < self.min_rows:
+            return list(words)
         cached = self._cache.fresh([(kind, word) for word in words])
         counts = {word: cached[(kind, word)] for word in words if (kind, word) in cached}
         missing = [word for word in words if word not in counts]
@@ -156,7 +163,7 @@ class TermStats:
         ).one()
         bound = int(row[0])
         counted = {word: int(count) for word, count in zip(missing, row[1:], strict=True)}
-        self._cache.store({(kind, word): count for word, count in counted.items()})
+        self._cache.store({bound_key: bound, **{(kind, w): n for w, n in counted.items()}})
         counts.update(counted)
         if bound < self.min_rows:
             return list(words)

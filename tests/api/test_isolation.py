@@ -11,6 +11,7 @@ their header, and none of them can reach alice.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,7 @@ TIMEOUT = 120.0
 ALICE = {"Authorization": "Bearer key-a"}
 BOB = {"Authorization": "Bearer key-b"}
 SECRET = "PLUM-7319"
+CODE_DIGITS = re.compile(r"(?<!\d)7319(?!\d)")
 ALICES = "alice-vault"
 ALICES_OTHER = "alice-recall"
 QUESTION = "What is my vault code? Answer with the code only."
@@ -224,7 +226,9 @@ def test_bob_writing_under_alices_id_writes_his_own(server: RunningServer, endpo
     text = "".join(parts)
     assert response.status_code == 200, f"{response.status_code} {text}"
     assert SECRET not in text
-    assert "7319" not in text
+    # The code's digits as a number of their own: stream_log and stream_events carry timings
+    # in nanoseconds ("total_duration":524731982), which may contain them by chance.
+    assert not CODE_DIGITS.search(text)
     # The exchange is stored in bob's conversation of that name; alice's is unchanged.
     assert _bobs_turns(server, ALICES)[0] == ("user", "Hi, what is the vault code?")
     _purge_bobs(server, ALICES)
@@ -317,7 +321,7 @@ def test_bobs_chat_memory_never_holds_alices_turns(server: RunningServer) -> Non
     # The same question that makes alice's memory answer with her code (see alices_state).
     reply = _chat(server, BOB, BOBS, QUESTION)
     assert SECRET not in reply
-    assert "7319" not in reply
+    assert not CODE_DIGITS.search(reply)
 
 
 UNAUTHENTICATED = [

@@ -251,13 +251,18 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
 
 
-def test_search_turns_scores_many_more_turns_than_it_reads(store: SQLStore) -> None:
+def _bicycles_and_a_whale(store: SQLStore) -> None:
+    """Thirteen of user u's turns, each scoring differently for "blue red car"."""
     store.append_turns(
         "c1",
         [NewTurn("user", "the blue bicycle" + " and the red car" * i) for i in range(12)],
         user_id="u",
     )
     store.append_turns("c2", [NewTurn("user", "a blue whale")], user_id="u")
+
+
+def test_search_turns_scores_many_more_turns_than_it_reads(store: SQLStore) -> None:
+    _bicycles_and_a_whale(store)
     store.append_turns("c3", [NewTurn("user", "blue skies")], user_id="v")
 
     every = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
@@ -283,12 +288,7 @@ def test_search_turns_scores_many_more_turns_than_it_reads(store: SQLStore) -> N
 
 def test_search_turns_scores_only_turns_above_a_floor(store: SQLStore) -> None:
     """Past the hits, a turn scoring under ``floor`` times the best is left out."""
-    store.append_turns(
-        "c1",
-        [NewTurn("user", "the blue bicycle" + " and the red car" * i) for i in range(12)],
-        user_id="u",
-    )
-    store.append_turns("c2", [NewTurn("user", "a blue whale")], user_id="u")
+    _bicycles_and_a_whale(store)
     every = store.search("blue red car", user_id="u", kinds=("turn",), limit=100)
     share = every[len(every) // 2].score / every[0].score
     hits, scores = store.search_turns("blue red car", user_id="u", limit=2, scored=100, floor=share)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.eval.crossval import CrossValReport, Paired, format_crossval, sign_test
 from memory_chain.eval.locomo import found_turns, recall_row
 from memory_chain.eval.locomo_data import (
     EvidenceRepairs,
@@ -216,6 +217,29 @@ def test_recall_floor_on_a_locomo_slice(cli_env: dict[str, str]) -> None:
         assert hybrid["recall"][k] >= keyword["recall"][k], (k, hybrid, keyword)
 
 
+def test_sign_test() -> None:
+    assert sign_test(0, 5) == 0.0625  # 2 * (1/2)^5
+    assert sign_test(5, 0) == 0.0625
+    assert sign_test(5, 6) == 1.0
+    assert sign_test(3, 6) == pytest.approx(0.5078, abs=1e-4)
+    assert sign_test(0, 0) == 1.0
+    assert 0.0 <= sign_test(100, 2000) < 1e-300  # no overflow with many pairs
+
+
+def test_the_report_prints_the_hybrid_against_each_mode() -> None:
+    report = CrossValReport(path="f.json", ks=(1,))
+    report.hybrid_against = {
+        "keyword": [
+            Paired("conv-30", {1: 3}, {1: 6}, {1: 0.508}),
+            Paired(None, {1: 90}, {1: 30}, {1: 0.0}),
+        ]
+    }
+    lines = format_crossval(report).splitlines()
+    assert any(line.startswith("  hybrid against keyword") for line in lines)
+    assert "      conv-30   @1 3/6 p=0.51" in lines
+    assert "      all       @1 90/30 p<0.01" in lines
+
+
 def test_cross_validation_holds_each_conversation_out(
     tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
@@ -234,6 +258,18 @@ def test_cross_validation_holds_each_conversation_out(
     assert set(report["folds"]["keyword"][0]["weights"]) == {"time", "when"}
     assert report["held_out"]["hybrid"]["questions"]["overall"] == 5
     assert report["scope"] == "conversation"
+    # The hybrid against each other mode, question by question: per fold, then pooled.
+    against = report["hybrid_against"]
+    assert set(against) == {"keyword", "dense"}
+    for mode, compared in against.items():
+        assert [c["conversation"] for c in compared] == ["tiny", "tiny-2", None]  # None: all
+        for k in ("1", "3"):
+            *folds_k, pooled = compared
+            assert pooled["better"][k] == sum(c["better"][k] for c in folds_k), mode
+            assert pooled["worse"][k] == sum(c["worse"][k] for c in folds_k), mode
+            for c, questions in zip(compared, (3, 2, 5), strict=True):
+                assert c["better"][k] + c["worse"][k] <= questions
+                assert 0.0 < c["p"][k] <= 1.0
     # Across both conversations, each question's evidence has a twin in the other one.
     across = _eval(path, "--cross-validate", "--scope", "user", "--mode", "keyword", "--k", "1,3",
                    "--json", env=cli_env)  # fmt: skip
@@ -242,9 +278,11 @@ def test_cross_validation_holds_each_conversation_out(
     assert user["scope"] == "user"
     assert user["held_out"]["keyword"]["questions"]["overall"] == 5
     assert user["whole_file"]["keyword"]["recall"]["1"] < 100.0
+    assert user["hybrid_against"] == {}  # no hybrid measured, nothing to compare
     text = _eval(path, "--cross-validate", "--mode", "keyword", env=cli_env)
     assert text.returncode == 0, text.stderr
     assert "held-out folds" in text.stdout
+    assert "hybrid against" not in text.stdout
     one = tmp_path / "one.json"
     one.write_text(json.dumps([_sample(TINY_QA)]))
     refused = _eval(one, "--cross-validate", env=cli_env)

@@ -8,6 +8,12 @@ questions, are what to expect on conversations nobody tuned on; the report also 
 every mode, which weights each fold chose (weights that differ between folds are a sign of
 overfitting) and the whole file ranked with the shipped defaults.
 
+A fold of a few dozen questions moves by one question's worth of recall (over a point) with
+any change, so the hybrid is also compared with each other mode question by question: per
+fold and k, on how many questions its held-out recall is higher and on how many lower, and
+the two-sided sign test of those counts (:func:`sign_test`). A fold where a mode is behind
+by a few questions at a p of 0.5 is not evidence that it is worse there.
+
 Every mode is measured the same way: ``hybrid`` tunes every weight, ``keyword`` only the time
 bonus, ``dense`` every weight but the keyword one. Candidates are gathered once per question
 (the same :meth:`MemorySearch.gather <memory_chain.retrieval.MemorySearch.gather>` a chat
@@ -22,12 +28,14 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +99,23 @@ class FoldResult:
 
 
 @dataclass
+class Paired:
+    """The hybrid's held-out recall against another mode's, question by question.
+
+    Attributes:
+        conversation: The held-out conversation, or ``None`` (every fold pooled).
+        better: k → questions where the hybrid's recall@k is higher.
+        worse: k → questions where it is lower (the others are ties).
+        p: k → the two-sided sign test of ``better`` against ``worse``.
+    """
+
+    conversation: str | None
+    better: dict[int, int]
+    worse: dict[int, int]
+    p: dict[int, float]
+
+
+@dataclass
 class CrossValReport:
     """What :func:`cross_validate_locomo` measured.
 
@@ -98,6 +123,8 @@ class CrossValReport:
         held_out: Mode → recall pooled over every held-out fold (question-weighted).
         folds: Mode → each fold's chosen weights and held-out recall.
         whole_file: Mode → recall of the whole file with the shipped default weights.
+        hybrid_against: Mode → the hybrid compared with it, per fold then pooled
+            (:class:`Paired`; when the hybrid and that mode are both measured).
         defaults: The shipped default weights.
     """
 
@@ -107,6 +134,7 @@ class CrossValReport:
     held_out: dict[str, RecallTable] = field(default_factory=dict)
     folds: dict[str, list[FoldResult]] = field(default_factory=dict)
     whole_file: dict[str, RecallTable] = field(default_factory=dict)
+    hybrid_against: dict[str, list[Paired]] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -138,6 +166,18 @@ class CrossValReport:
                     for f in folds
                 ]
                 for mode, folds in self.folds.items()
+            },
+            "hybrid_against": {
+                mode: [
+                    {
+                        "conversation": c.conversation,
+                        "better": {str(k): v for k, v in c.better.items()},
+                        "worse": {str(k): v for k, v in c.worse.items()},
+                        "p": {str(k): v for k, v in c.p.items()},
+                    }
+                    for c in compared
+                ]
+                for mode, compared in self.hybrid_against.items()
             },
             "defaults": self.defaults,
             "seconds": self.seconds,
@@ -183,9 +223,47 @@ def _changed(weights: FusionWeights, mode: RetrievalMode) -> dict[str, Any]:
     }
 
 
+def sign_test(better: int, worse: int) -> float:
+    """The two-sided exact sign test: how likely a split at least this uneven is by chance.
+
+    Args:
+        better: Pairs where the first is ahead.
+        worse: Pairs where the second is ahead (ties are left out before).
+
+    Returns:
+        The p-value, 1.0 with no pairs.
+    """
+    pairs = better + worse
+    tail = sum(math.comb(pairs, i) for i in range(min(better, worse) + 1))
+    return min(1.0, float(Fraction(2 * tail, 1 << pairs)))
+
+
+def _paired(
+    asked: Sequence[_Asked],
+    hybrid: Sequence[dict[int, float]],
+    other: Sequence[dict[int, float]],
+    ks: Sequence[int],
+) -> list[Paired]:
+    """Per fold, then pooled, the questions where ``hybrid`` finds more or less than ``other``.
+
+    Row ``i`` of both is question ``i`` of ``asked`` (every mode asks them in the same order).
+    """
+    groups: dict[str | None, list[int]] = {}
+    for i, question in enumerate(asked):
+        groups.setdefault(question.conversation, []).append(i)
+    groups[None] = list(range(len(asked)))
+    compared: list[Paired] = []
+    for conversation, indexes in groups.items():
+        better = {k: sum(hybrid[i][k] > other[i][k] for i in indexes) for k in ks}
+        worse = {k: sum(hybrid[i][k] < other[i][k] for i in indexes) for k in ks}
+        p = {k: round(sign_test(better[k], worse[k]), 3) for k in ks}
+        compared.append(Paired(conversation, better, worse, p))
+    return compared
+
+
 def _cross_validate(
     asked: Sequence[_Asked], mode: RetrievalMode, ks: Sequence[int]
-) -> tuple[RecallTable, list[FoldResult]]:
+) -> tuple[list[dict[int, float]], list[FoldResult]]:
     grid = _grid(mode)
     # Recall of every question under every grid point, computed once.
     table = [_recalls(asked, weights, ks) for weights in grid]
@@ -210,8 +288,7 @@ def _cross_validate(
                 len(test),
             )
         )
-    rows = [row for row in held if row is not None]
-    return _pooled(asked, rows, ks), folds
+    return [row for row in held if row is not None], folds
 
 
 def cross_validate_locomo(
@@ -252,6 +329,7 @@ def cross_validate_locomo(
     report = CrossValReport(path=str(path), ks=ks, scope=scope)
     defaults = FusionWeights()
     report.defaults = {m: _changed(defaults, m) for m in modes}
+    held: dict[str, list[dict[int, float]]] = {}
     with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
         saved = manager.retrieval
         for mode in modes:
@@ -275,16 +353,27 @@ def cross_validate_locomo(
                     )
                     notify(f"gathering ({mode})", len(asked), total)
             tune_start = time.perf_counter()
-            report.held_out[mode], report.folds[mode] = _cross_validate(asked, mode, ks)
+            held[mode], report.folds[mode] = _cross_validate(asked, mode, ks)
+            report.held_out[mode] = _pooled(asked, held[mode], ks)
             report.whole_file[mode] = _pooled(asked, _recalls(asked, defaults, ks), ks)
             report.seconds[f"tune_{mode}"] = round(time.perf_counter() - tune_start, 2)
         manager.retrieval = saved
+    if "hybrid" in held:
+        report.hybrid_against = {
+            mode: _paired(asked, held["hybrid"], rows, ks)
+            for mode, rows in held.items()
+            if mode != "hybrid"
+        }
     report.seconds["total"] = round(time.perf_counter() - started, 2)
     return report
 
 
+def _p(p: float) -> str:
+    return "<0.01" if p < 0.01 else f"={p:.2f}"
+
+
 def format_crossval(report: CrossValReport) -> str:
-    """The held-out and whole-file tables, and each fold's choice."""
+    """The held-out and whole-file tables, each fold's choice, the hybrid against the rest."""
     ks = report.ks
     lines = [
         f"LoCoMo leave-one-conversation-out cross-validation: {report.path}",
@@ -303,6 +392,14 @@ def format_crossval(report: CrossValReport) -> str:
             lines.append(
                 f"      {fold.conversation:<10}{fold.questions:>5}  {recall}  {fold.weights}"
             )
+    for mode, compared in report.hybrid_against.items():
+        lines.append(
+            f"  hybrid against {mode}, held out: questions where the hybrid finds more / fewer"
+            " of the evidence, and the sign test's p"
+        )
+        for c in compared:
+            cells = "  ".join(f"@{k} {c.better[k]}/{c.worse[k]} p{_p(c.p[k])}" for k in ks)
+            lines.append(f"      {c.conversation or 'all':<10}{cells}")
     timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.seconds.items())
     lines.append(f"  time: {timings}")
     return "\n".join(lines)

@@ -391,11 +391,10 @@ def eval_locomo(
 def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_json: bool) -> None:
     """``memory-chain eval locomo --answers N``: answer F1 with the configured LLM."""
     from memory_chain.errors import InvalidInputError
-    from memory_chain.eval.answers import evaluate_answers, format_answers
+    from memory_chain.eval.answers import answering_settings, evaluate_answers, format_answers
     from memory_chain.llm import open_chat_models
 
-    # Answers are a few words: a short cap keeps a rambling small model from taking minutes.
-    models = open_chat_models(settings.model_copy(update={"llm_max_tokens": 64}))
+    models = open_chat_models(answering_settings(settings))
     typer.echo(f"LLM: {models.detail}", err=True)
     try:
         with _stderr_bar() as bar:

@@ -11,7 +11,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from memory_chain.eval.answers import answer_f1, evaluate_answers, sample_questions, token_f1
+from memory_chain.config import MemorySettings
+from memory_chain.eval.answers import (
+    answer_f1,
+    answering_settings,
+    evaluate_answers,
+    sample_questions,
+    token_f1,
+)
 from memory_chain.eval.locomo_data import load_locomo
 
 
@@ -92,3 +99,11 @@ def test_questions_are_sampled_with_a_seed(tmp_path: Path) -> None:
     assert len(sample_questions(samples, 10)) == 2  # no more than there are
     with pytest.raises(ValueError, match="positive"):
         evaluate_answers(_file(tmp_path), FirstMemory(), questions=0)
+
+
+def test_the_benchmark_answers_greedily_and_briefly() -> None:
+    settings = MemorySettings(llm_temperature=0.7, llm_max_tokens=512, ollama_chat_model="m:1b")
+    answering = answering_settings(settings)
+    assert (answering.llm_temperature, answering.llm_max_tokens) == (0.0, 64)
+    assert answering.ollama_chat_model == "m:1b"  # the configured model, as it is
+    assert settings.llm_temperature == 0.7  # the caller's settings are left alone

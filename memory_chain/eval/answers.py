@@ -57,6 +57,9 @@ ANSWER_HINT = " Answer in a few words."
 #: The ways each question is asked, in report order.
 CONDITIONS = ("memory", "recent", "none")
 
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_MULTI_HOP = 1
+
 
 def answering_settings(settings: MemorySettings) -> MemorySettings:
     """``settings`` for the model that answers: greedy replies of at most 64 tokens.
@@ -66,10 +69,6 @@ def answering_settings(settings: MemorySettings) -> MemorySettings:
     prompt only. Answers are a few words: the cap keeps a rambling model from taking minutes.
     """
     return settings.model_copy(update={"llm_max_tokens": 64, "llm_temperature": 0.0})
-
-
-_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
-_MULTI_HOP = 1
 
 
 def normalize_answer(text: str) -> list[str]:

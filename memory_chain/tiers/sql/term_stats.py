@@ -148,10 +148,10 @@ class TermStats:
         # A small index keeps every word: its row bound is cached like the counts, so that
         # such a search counts nothing (a user's summaries are often a few hundred rows).
         bound_key = (kind, None)
-        known = self._cache.fresh([bound_key]).get(bound_key)
+        cached = self._cache.fresh([bound_key, *((kind, word) for word in words)])
+        known = cached.get(bound_key)
         if known is not None and known < self.min_rows:
             return list(words)
-        cached = self._cache.fresh([(kind, word) for word in words])
         counts = {word: cached[(kind, word)] for word in words if (kind, word) in cached}
         missing = [word for word in words if word not in counts]
         selects = [f"(SELECT coalesce(max(id), 0) FROM {table})"] + [

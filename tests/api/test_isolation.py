@@ -29,6 +29,7 @@ ALICE = {"Authorization": "Bearer key-a"}
 BOB = {"Authorization": "Bearer key-b"}
 SECRET = "PLUM-7319"
 CODE_DIGITS = re.compile(r"(?<!\d)7319(?!\d)")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 ALICES = "alice-vault"
 ALICES_OTHER = "alice-recall"
 QUESTION = "What is my vault code? Answer with the code only."
@@ -66,6 +67,16 @@ def _chat(server: RunningServer, headers: dict[str, str], conversation_id: str, 
     assert response.status_code == 200, response.text
     content: str = response.json()["output"]["content"]
     return content
+
+
+def _tells_the_code(text: str) -> bool:
+    """Whether ``text`` holds the code's digits as a number of their own.
+
+    stream_log and stream_events carry run ids (UUIDs, whose hex may hold the digits between
+    letters: "…-a7319f…") and timings in nanoseconds ("total_duration":524731982); the ids are
+    left out and the digits must not touch other digits.
+    """
+    return CODE_DIGITS.search(UUID.sub(" ", text)) is not None
 
 
 def _snapshot(server: RunningServer, conversation_id: str) -> dict[str, Any]:
@@ -226,9 +237,7 @@ def test_bob_writing_under_alices_id_writes_his_own(server: RunningServer, endpo
     text = "".join(parts)
     assert response.status_code == 200, f"{response.status_code} {text}"
     assert SECRET not in text
-    # The code's digits as a number of their own: stream_log and stream_events carry timings
-    # in nanoseconds ("total_duration":524731982), which may contain them by chance.
-    assert not CODE_DIGITS.search(text)
+    assert not _tells_the_code(text)
     # The exchange is stored in bob's conversation of that name; alice's is unchanged.
     assert _bobs_turns(server, ALICES)[0] == ("user", "Hi, what is the vault code?")
     _purge_bobs(server, ALICES)
@@ -321,7 +330,7 @@ def test_bobs_chat_memory_never_holds_alices_turns(server: RunningServer) -> Non
     # The same question that makes alice's memory answer with her code (see alices_state).
     reply = _chat(server, BOB, BOBS, QUESTION)
     assert SECRET not in reply
-    assert not CODE_DIGITS.search(reply)
+    assert not _tells_the_code(reply)
 
 
 UNAUTHENTICATED = [

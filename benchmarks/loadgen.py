@@ -186,7 +186,6 @@ class Outcome:
 def chat_body(conversation_id: str, text: str) -> dict[str, Any]:
     """A chat completion sending only the new message (memory supplies the history)."""
     return {
-        "model": "memory",
         "messages": [{"role": "user", "content": text}],
         "conversation_id": conversation_id,
     }

@@ -15,6 +15,7 @@ from memory_chain.config import MemorySettings
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from memory_chain.eval.locomo import EvalScope
     from memory_chain.retrieval import RetrievalMode
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
@@ -325,6 +326,16 @@ def eval_locomo(
             "the held-out folds (every mode unless --mode is given).",
         ),
     ] = False,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            help="Instead of recall@k: evidence recall within these context windows "
+            "(comma-separated tokens, e.g. 1024,2048,4096,8192): the share of evidence turns "
+            "in the memory context the chat would send a model with that window, beside the "
+            "last turns that fit and the top 10 retrieved until full (with --cross-validate, "
+            "ranked with each fold's held-out weights).",
+        ),
+    ] = None,
     answers: Annotated[
         int | None,
         typer.Option(
@@ -361,6 +372,12 @@ def eval_locomo(
     if answers is not None:
         _eval_answers(path, answers, settings, as_json=as_json)
         return
+    if budget is not None:
+        _eval_budget(
+            path, budget, settings, scope=scope, cross_validate=cross_validate,
+            conversations=conversations, as_json=as_json,
+        )  # fmt: skip
+        return
     with _stderr_bar() as bar:
         tasks: dict[str, Any] = {}
 
@@ -388,6 +405,43 @@ def eval_locomo(
         typer.echo(json.dumps(report.as_dict()) if as_json else format_report(report))
 
 
+def _eval_budget(
+    path: Path,
+    budgets: str,
+    settings: MemorySettings,
+    *,
+    scope: str,
+    cross_validate: bool,
+    conversations: int | None,
+    as_json: bool,
+) -> None:
+    """``memory-chain eval locomo --budget ...``: evidence recall within token windows."""
+    from memory_chain.errors import InvalidInputError
+    from memory_chain.eval.budget import evaluate_budget, format_budget
+
+    try:
+        windows = tuple(int(value) for value in budgets.split(",") if value.strip())
+    except ValueError:
+        _fail(ValueError(f"--budget takes comma-separated token counts, got {budgets!r}"))
+    with _stderr_bar() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        try:
+            report = evaluate_budget(
+                path, budgets=windows, scope=cast("EvalScope", scope),
+                cross_validate=cross_validate, settings=settings,
+                max_conversations=conversations, progress=progress,
+            )  # fmt: skip
+        except (InvalidInputError, ValueError) as exc:
+            _fail(exc)
+    typer.echo(json.dumps(report.as_dict()) if as_json else format_budget(report))
+
+
 def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_json: bool) -> None:
     """``memory-chain eval locomo --answers N``: answer F1 with the configured LLM."""
     from memory_chain.errors import InvalidInputError
@@ -405,7 +459,7 @@ def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_js
                     bar.update(task, completed=done, total=total)
 
             report = evaluate_answers(
-                path, models.chat, questions=questions, settings=settings, progress=progress
+                path, models, questions=questions, settings=settings, progress=progress
             )
     except (InvalidInputError, ValueError) as exc:
         _fail(exc)

@@ -184,7 +184,30 @@ class MemorySettings(BaseSettings):
     llm_temperature: float = Field(
         default=0.2, ge=0.0, le=2.0, description="Sampling temperature of the chat model."
     )
-    llm_max_tokens: int = Field(default=512, ge=1, description="Longest reply, in tokens.")
+    llm_max_tokens: int = Field(
+        default=512,
+        ge=1,
+        description="Longest reply, in tokens, when a request sets no max_tokens (at most a "
+        "quarter of the model's context window); the prompt keeps this much room for it.",
+    )
+    llm_context_windows: dict[str, int] = Field(
+        default_factory=dict,
+        description='Context window per model, in tokens (JSON, e.g. {"llama3.2": 16384}): '
+        "wins over what Ollama reports. Memory's context is budgeted to fit it, and it is sent "
+        "to Ollama as num_ctx.",
+    )
+    llm_max_context_window: int = Field(
+        default=8192,
+        ge=256,
+        description="Largest context window used for a model whose Modelfile sets no num_ctx "
+        "(its trained length may be far larger, and a larger window costs the Ollama host "
+        "memory).",
+    )
+    llm_default_context_window: int = Field(
+        default=4096,
+        ge=256,
+        description="Context window of a model that declares none (Ollama's default).",
+    )
     llm_timeout_seconds: float = Field(
         default=120.0, gt=0, description="Longest wait for the LLM, per request."
     )
@@ -253,6 +276,12 @@ class MemorySettings(BaseSettings):
                 "or set embedding_runtime=torch"
             )
         self._check_keys()
+        for model, window in self.llm_context_windows.items():
+            if not model.strip() or window < 256:
+                raise ValueError(
+                    f"llm_context_windows: {model!r} -> {window}: name a model and give it "
+                    "at least 256 tokens"
+                )
         return self
 
     def _check_vector_backend(self) -> None:

@@ -66,3 +66,56 @@ class VectorStoreUnavailableError(VectorStoreError):
 
 class EmbeddingModelError(MemoryChainError):
     """The embedding model cannot be loaded or built (an ONNX graph that fails to export)."""
+
+
+class ContextOverflowError(InvalidInputError):
+    """The user's message (with the client's instructions) cannot fit the model's window.
+
+    Attributes:
+        message_tokens: Tokens of the message.
+        system_tokens: Tokens of the instructions that must come with it.
+        window: The model's context window.
+        reserve: Tokens kept for the reply.
+        limit: The most tokens the message could have.
+    """
+
+    def __init__(
+        self, *, model: str, message_tokens: int, system_tokens: int, window: int, reserve: int
+    ) -> None:
+        limit = max(window - reserve - system_tokens, 0)
+        with_system = f" and the instructions {system_tokens:,}" if system_tokens else ""
+        super().__init__(
+            f"the message has {message_tokens:,} tokens{with_system}, but model {model!r} reads "
+            f"{window:,} tokens in all (its context window), {reserve:,} of them kept for the "
+            f"reply: a message can have at most about {limit:,} tokens here. Shorten or split "
+            "the message, ask for a shorter reply (max_tokens), or choose a model with a "
+            "larger window (GET /v1/models)"
+        )
+        self.message_tokens = message_tokens
+        self.system_tokens = system_tokens
+        self.window = window
+        self.reserve = reserve
+        self.limit = limit
+
+
+class LLMUnavailableError(MemoryChainError):
+    """The chat model could not be reached or failed (the service is degraded)."""
+
+
+class ModelNotFoundError(MemoryChainError, LookupError):
+    """A request names a model the LLM server does not have.
+
+    Attributes:
+        model: The name asked for.
+    """
+
+    def __init__(self, model: str, available: list[str] | None = None) -> None:
+        shown = f" ({', '.join(repr(name) for name in available[:10])})" if available else ""
+        super().__init__(
+            f"the model {model!r} does not exist here: use one of GET /v1/models{shown}"
+        )
+        self.model = model
+
+
+class ModelRequestError(InvalidInputError):
+    """The chat model refused the request as malformed (a client error, not an outage)."""

@@ -11,6 +11,7 @@ shown by ``/health``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +19,12 @@ import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_ollama import ChatOllama
 
+from memory_chain.catalog import OllamaCatalog
+from memory_chain.chat.models import ModelInfo
+from memory_chain.chat.request import ReplyOptions
 from memory_chain.config import MemorySettings
 from memory_chain.metrics import LLMTimer
+from memory_chain.tokens import TokenCount
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +40,21 @@ def ollama_reachable(base_url: str, timeout: float = 1.5) -> bool:
 
 @dataclass
 class ChatModels:
-    """The chat and summarization models, and where they run.
+    """The chat and summarization models, where they run, and the models a request may name.
+
+    The chat core's :class:`~memory_chain.chat.models.ModelSource`: a request's model name is
+    resolved by the :class:`~memory_chain.catalog.OllamaCatalog` (its window, its token
+    counter), and every call names the model and sends the window (``num_ctx``), the reply's
+    length (``num_predict``) and the sampling the request asks for, the settings' otherwise.
 
     Attributes:
-        chat: Answers users.
+        chat: Answers users (the configured chat model; other models are named per call).
         summary: Runs the summarization chain.
         provider: ``"ollama"``, ``"embedded"`` or ``"unavailable"``.
         base_url: The Ollama API the models talk to.
         detail: What to tell an operator (logged, and shown by ``/health``).
+        catalog: The models the Ollama API offers.
+        temperature: Sampling temperature when a request sets none.
     """
 
     chat: BaseChatModel
@@ -50,7 +62,32 @@ class ChatModels:
     provider: str
     base_url: str
     detail: str
+    catalog: OllamaCatalog
+    temperature: float = 0.2
     _server: Any = field(default=None, repr=False)
+
+    def resolve(self, name: str | None) -> ModelInfo:
+        """The model a request names (``None``: the configured chat model)."""
+        return self.catalog.resolve(name)
+
+    def chat_model(self, info: ModelInfo) -> BaseChatModel:
+        """The chat model (the model's name goes with each call, see :meth:`call_options`)."""
+        return self.chat
+
+    def call_options(self, info: ModelInfo, options: ReplyOptions, reserve: int) -> dict[str, Any]:
+        """``ChatOllama`` call arguments: the model, and every option Ollama should use."""
+        values: dict[str, Any] = {
+            "num_ctx": info.window,
+            "num_predict": reserve,
+            "temperature": self.temperature if options.temperature is None else options.temperature,
+            "top_p": options.top_p,
+            "seed": options.seed,
+            "stop": list(options.stop) or None,
+        }
+        return {
+            "model": info.name,
+            "options": {key: value for key, value in values.items() if value is not None},
+        }
 
     def reachable(self) -> bool:
         """Whether the models can answer now (an Ollama missing at start-up may be back)."""
@@ -77,6 +114,35 @@ def _ollama(
     )
 
 
+def build_catalog(
+    settings: MemorySettings,
+    base_url: str,
+    default_model: str,
+    local_counters: dict[str, Callable[[], TokenCount | None]] | None = None,
+) -> OllamaCatalog:
+    """The catalog of the Ollama API at ``base_url``, with the settings' windows."""
+    return OllamaCatalog(
+        base_url,
+        default_model=default_model,
+        windows=settings.llm_context_windows,
+        max_window=settings.llm_max_context_window,
+        default_window=settings.llm_default_context_window,
+        local_counters=local_counters if local_counters is not None else embedded_counters(),
+    )
+
+
+def embedded_counters() -> dict[str, Callable[[], TokenCount | None]]:
+    """The embedded model's own tokenizer, by its name, where the model file is installed.
+
+    Loaded at first use (a vocabulary-only llama.cpp load, about a second); so a server
+    pointed at another process that serves the embedded model counts its tokens exactly too.
+    """
+    from memory_chain.local_llm.model import MODEL_NAME
+    from memory_chain.local_llm.tokenizer import embedded_model_counter
+
+    return {MODEL_NAME: embedded_model_counter}
+
+
 def open_chat_models(settings: MemorySettings) -> ChatModels:
     """Connect to Ollama, or start the embedded model when Ollama is not reachable.
 
@@ -94,6 +160,8 @@ def open_chat_models(settings: MemorySettings) -> ChatModels:
             provider="ollama",
             base_url=base_url,
             detail=detail,
+            catalog=build_catalog(settings, base_url, settings.ollama_chat_model),
+            temperature=settings.llm_temperature,
         )
     hint = (
         f"start Ollama at {base_url} (or set MEMORY_CHAIN_OLLAMA_BASE_URL) and pull "
@@ -129,6 +197,8 @@ def open_chat_models(settings: MemorySettings) -> ChatModels:
                     provider="embedded",
                     base_url=url,
                     detail=detail,
+                    catalog=build_catalog(settings, url, MODEL_NAME),
+                    temperature=settings.llm_temperature,
                     _server=server,
                 )
         else:
@@ -141,4 +211,6 @@ def open_chat_models(settings: MemorySettings) -> ChatModels:
         provider="unavailable",
         base_url=base_url,
         detail=detail,
+        catalog=build_catalog(settings, base_url, settings.ollama_chat_model),
+        temperature=settings.llm_temperature,
     )

@@ -370,18 +370,39 @@ class MemoryManager:
             tags=tags,
         )
 
-    def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
+    def turn_count(self, conversation_id: str, user_id: str) -> int:
+        """How many turns the conversation has (tier 1's count when cached, else SQL's)."""
+        cached = self.buffer.metadata(conversation_id, user_id)
+        if cached is not None:
+            return cached.turn_count
+        info = self.store.get_conversation(conversation_id, user_id=user_id)
+        return info.turn_count if info is not None else 0
+
+    def retrieve(
+        self,
+        conversation_id: str,
+        user_id: str,
+        query: str,
+        *,
+        working: tuple[list[Turn], CachedSummary] | None = None,
+    ) -> MemoryContext:
         """Build the memory context of one request.
 
         Tier 1's recent turns and tier 2's running summary, then :meth:`find` over the
         user's conversations (or this one, by ``retrieval.scope``) with the recent turns left
         out and the user's remembered facts in. A tier that fails is skipped and named in
         ``degraded``.
+
+        Args:
+            conversation_id: The conversation.
+            user_id: Its owner.
+            query: What to search for (the user's message).
+            working: :meth:`working_memory` of this request, when the caller has read it.
         """
         validate_id(conversation_id)
         validate_id(user_id, "user id")
         settings = self.retrieval
-        recent, state = self.working_memory(conversation_id, user_id)
+        recent, state = working or self.working_memory(conversation_id, user_id)
         summary = state.text
         found = self.find(
             query,

@@ -15,6 +15,7 @@ from langchain_core.runnables import Runnable
 from sqlalchemy import Engine
 
 from memory_chain.chain import build_chat_chain
+from memory_chain.chat.core import ChatCore
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import MemoryChainError
@@ -49,6 +50,7 @@ class Services:
     manager: MemoryManager
     models: ChatModels | None = None
     consolidation: ConsolidationService | None = None
+    core: ChatCore | None = None
     chain: Runnable[Any, Any] | None = None
 
     _deadline: float | None = field(default=None, init=False, repr=False)
@@ -290,9 +292,8 @@ def open_services(
             consolidation.on_scan.append(retention.sweep)
         services.models = models
         services.consolidation = consolidation
-        services.chain = build_chat_chain(
-            manager, models.chat, default_user_id=settings.default_user_id
-        )
+        services.core = ChatCore(manager, models, default_reply_tokens=settings.llm_max_tokens)
+        services.chain = build_chat_chain(services.core, default_user_id=settings.default_user_id)
         if background:
             consolidation.start()
     return services

@@ -22,11 +22,14 @@ from memory_chain.api.deps import (
     CurrentUser,
     MemoryDep,
     OwnedConversation,
+    ServicesDep,
     SummarizerDep,
 )
 from memory_chain.api.models import (
     AddTurnsRequest,
     ConsolidateResponse,
+    ContextPreview,
+    ContextRequest,
     ConversationDetail,
     ConversationOut,
     DeleteResponse,
@@ -36,7 +39,8 @@ from memory_chain.api.models import (
     TurnsAdded,
     TurnsPage,
 )
-from memory_chain.errors import ConversationNotFoundError
+from memory_chain.chat.request import ChatRequest, ReplyOptions
+from memory_chain.errors import ConversationNotFoundError, LLMUnavailableError
 from memory_chain.schemas import NewTurn, TokenUsage
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -162,3 +166,49 @@ def end_conversation(
     if consolidation is not None:
         consolidation.end(conversation_id, user)
     return EndResponse(conversation_id=conversation_id, scheduled=consolidation is not None)
+
+
+@router.post("/{conversation_id}/context", response_model=ContextPreview)
+def preview_context(
+    conversation_id: ConversationId,
+    request: ContextRequest,
+    services: ServicesDep,
+    user: CurrentUser,
+) -> ContextPreview:
+    """What memory would put in the prompt for this message, within the model's window.
+
+    The sections (the instructions, the user's facts, the running summary, the recent turns,
+    the recalled items, the message) with their token counts and the budget; no model is
+    called and nothing is stored. A conversation that does not exist yet previews a new
+    chat's context (memory from the caller's other conversations).
+    """
+    core = services.core
+    if core is None:
+        raise LLMUnavailableError("the server runs without a chat model: start it with one")
+    chat = ChatRequest.checked(
+        conversation_id=conversation_id,
+        user_id=user,
+        message=request.message,
+        system=request.system or "",
+        model=request.model,
+        options=ReplyOptions(max_tokens=request.max_tokens),
+        max_chars=services.settings.max_message_chars,
+    )
+    turn = core.preview(chat)
+    prompt = turn.prompt
+    return ContextPreview(
+        model=turn.model,
+        budget={
+            "window": prompt.budget.window,
+            "reserve": prompt.budget.reserve,
+            "prompt": prompt.budget.prompt,
+        },
+        prompt_tokens=prompt.tokens,
+        counted_with=turn.counted_with,
+        sections=[
+            {"name": s.name, "room": s.room, "tokens": s.tokens, "entries": s.entries}
+            for s in prompt.sections
+        ],
+        messages=[{"role": m.type, "content": str(m.content)} for m in prompt.messages],
+        degraded=list(turn.context.degraded),
+    )

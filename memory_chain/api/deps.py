@@ -42,10 +42,9 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request
 
-from memory_chain.chain import LLMUnavailableError
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError
+from memory_chain.errors import ConversationNotFoundError, InvalidInputError, LLMUnavailableError
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import ID_PATTERN, ConversationInfo, validate_id
 from memory_chain.services import Services

@@ -1,7 +1,8 @@
 """Errors as HTTP: JSON bodies that say what to fix, and a request-size limit.
 
-Library errors map to statuses (bad input 422, unknown or foreign conversation 404, a store
-or the LLM down 503). Oversize bodies get 413 before they are read whole.
+Library errors map to statuses (bad input 422; a message too long for the model's window, or
+a request the model refuses, 400; an unknown or foreign conversation, an unknown model 404; a
+store or the LLM down 503). Oversize bodies get 413 before they are read whole.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_chain.chain import LLMUnavailableError
 from memory_chain.consolidation import ConsolidationError
 from memory_chain.errors import (
+    ContextOverflowError,
     ConversationNotFoundError,
     FactNotFoundError,
     InvalidInputError,
+    LLMUnavailableError,
     MemoryChainError,
+    ModelNotFoundError,
+    ModelRequestError,
     StorageError,
 )
 
@@ -39,7 +43,10 @@ BODY_ERROR = (
 )
 
 _STATUS: list[tuple[type[MemoryChainError], int]] = [
+    (ContextOverflowError, 400),
+    (ModelRequestError, 400),
     (InvalidInputError, 422),
+    (ModelNotFoundError, 404),
     (ConversationNotFoundError, 404),
     (FactNotFoundError, 404),
     (LLMUnavailableError, 503),

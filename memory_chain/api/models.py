@@ -195,3 +195,58 @@ class FactsResponse(_FromStored):
     """The caller's facts, newest first."""
 
     facts: list[Fact]
+
+
+# -- the context preview ---------------------------------------------------------------------
+
+
+class ContextRequest(BaseModel):
+    """A message to preview the memory context of (nothing is stored, no model is called)."""
+
+    message: str = Field(min_length=1, description="The message the user would send.")
+    model: str | None = Field(default=None, description="A model of GET /v1/models.")
+    system: str | None = Field(default=None, description="The client's instructions, if any.")
+    max_tokens: int | None = Field(default=None, ge=1, description="The reply's room.")
+
+
+class EntryOut(_FromStored):
+    """One thing a section of the prompt holds."""
+
+    kind: str
+    text: str
+    tokens: int
+    conversation_id: str | None = None
+    turn_number: int | None = None
+    role: str | None = None
+    cut: bool = Field(description="An excerpt of a longer text.")
+
+
+class SectionOut(_FromStored):
+    """A part of the prompt: what it holds, its tokens, and the tokens it could have had."""
+
+    name: str
+    room: int
+    tokens: int
+    entries: list[EntryOut]
+
+
+class BudgetOut(_FromStored):
+    """The model's window and the reply's room."""
+
+    window: int
+    reserve: int
+    prompt: int
+
+
+class ContextPreview(BaseModel):
+    """What the model would see for a message: the prompt, part by part, within the budget."""
+
+    model: str
+    budget: BudgetOut
+    prompt_tokens: int = Field(description="The prompt's tokens as counted (<= budget.prompt).")
+    counted_with: Literal["tokenizer", "estimate"] = Field(
+        description="The model's own tokenizer, or an estimate that counts high."
+    )
+    sections: list[SectionOut]
+    messages: list[dict[str, str]] = Field(description="The messages, as the model gets them.")
+    degraded: list[str]

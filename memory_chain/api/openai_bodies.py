@@ -19,7 +19,7 @@ class ErrorDetail(BaseModel):
     message: str
     type: str
     param: str | None = None
-    code: int
+    code: int | str
 
 
 class ErrorBody(BaseModel):
@@ -64,13 +64,26 @@ class StreamOptions(BaseModel):
 class ChatCompletionRequest(BaseModel):
     """OpenAI's chat completion request, plus ``conversation_id``."""
 
-    model: str | None = Field(default=None, description="Accepted; the configured model answers.")
+    model: str | None = Field(
+        default=None,
+        description="A model of GET /v1/models (default: the configured chat model); its "
+        "context window bounds the prompt.",
+    )
     messages: list[ChatMessage] = Field(min_length=1, description="The history; the last is new.")
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, description="Ignored.")
-    max_tokens: int | None = Field(default=None, description="Ignored.")
-    max_completion_tokens: int | None = Field(default=None, description="Ignored.")
+    temperature: float | None = Field(default=None, ge=0, le=2, description="0 to 2.")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling.")
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Longest reply; the prompt keeps this much room."
+    )
+    max_completion_tokens: int | None = Field(
+        default=None, ge=1, description="As max_tokens (wins over it)."
+    )
+    stop: str | list[str] | None = Field(
+        default=None, description="Up to four strings that end the reply."
+    )
+    seed: int | None = Field(default=None, description="Sampler seed, for replies that repeat.")
     n: int | None = Field(default=None, ge=1, le=1, description="Only one choice.")
     user: str | dict[str, Any] | None = Field(
         default=None, description="Ignored: the user comes from the API key or X-User-Id."
@@ -92,7 +105,7 @@ class ModelCard(BaseModel):
 
 
 class ModelList(BaseModel):
-    """The models this server answers with (one)."""
+    """The models a request may name (the LLM server's)."""
 
     object: Literal["list"] = "list"
     data: list[ModelCard]

@@ -1,13 +1,18 @@
 """OpenAI-compatible chat: ``GET /v1/models`` and ``POST /v1/chat/completions``.
 
 The ``openai`` SDK and Open WebUI talk to memory_chain as to any OpenAI server (base URL
-``http://<host>:<port>/v1``). Replies come from the memory chat chain, so memory retrieval,
-storage and consolidation triggers are the same as on ``/memory``. The requested model name is
-accepted and ignored: the configured chat model answers, and responses name it.
+``http://<host>:<port>/v1``). This module only parses and maps: a request becomes one
+:class:`~memory_chain.chat.request.ChatRequest` (the new message, the history, the client's
+system and developer messages, the model, ``temperature``, ``top_p``,
+``max_tokens``/``max_completion_tokens``, ``stop``, ``seed``), which
+:class:`~memory_chain.chat.core.ChatCore` answers with memory, as on ``/memory``. Which
+conversation a request belongs to is decided in :mod:`memory_chain.api.openai_history`, the
+bodies are in :mod:`memory_chain.api.openai_bodies`.
 
-Which conversation a request belongs to and which of its messages are stored is decided in
-:mod:`memory_chain.api.openai_history`; the request and response bodies are in
-:mod:`memory_chain.api.openai_bodies`.
+``/v1/models`` lists the LLM server's models (Ollama's ``/api/tags``; the embedded model when
+that is what runs); a request naming another model gets OpenAI's 404 ``model_not_found``. A
+message too long for the model's context window gets 400 ``context_length_exceeded`` with
+the numbers, and nothing is stored.
 
 Errors have OpenAI's shape plus the API's usual ``detail``:
 ``{"error": {"message", "type", "param", "code"}, "detail": message}``. A stream that fails
@@ -17,31 +22,24 @@ after it started ends with an ``{"error": ...}`` event and ``[DONE]``
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-)
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables.config import run_in_executor
 
 from memory_chain.api.deps import CurrentUser, ServicesDep
 from memory_chain.api.openai_bodies import (
     ChatCompletion,
     ChatCompletionRequest,
-    ChatMessage,
     Choice,
     ErrorBody,
     ModelCard,
@@ -49,168 +47,73 @@ from memory_chain.api.openai_bodies import (
     ReplyMessage,
     Usage,
 )
-from memory_chain.api.openai_errors import ERRORS, OpenAIErrors, error_response, stream_error_event
-from memory_chain.api.openai_history import (
-    ParsedChat,
-    Said,
-    conversation_of,
-    parse_messages,
-    plan_history,
-)
-from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, LLMUnavailableError, build_prompt_with_memory
-from memory_chain.errors import MemoryChainError
-from memory_chain.manager import MemoryManager
+from memory_chain.api.openai_errors import ERRORS, OpenAIErrors, stream_error_event
+from memory_chain.api.openai_history import conversation_of, derived_conversation_id, parse_messages
+from memory_chain.catalog import ListedModel
+from memory_chain.chat.core import ChatCore, PreparedTurn
+from memory_chain.chat.request import ChatRequest, ReplyOptions
+from memory_chain.errors import LLMUnavailableError, ModelNotFoundError
 from memory_chain.messages import message_text
-from memory_chain.schemas import NewTurn, Turn, validate_new_turns
 from memory_chain.services import Services
 
-logger = logging.getLogger(__name__)
-
-#: The ``created`` of the model card: when this process loaded the module (stable per run).
+#: The ``created`` of a model card whose date is unknown: when this process loaded the module.
 _STARTED = int(time.time())
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIErrors)
 
 
-# -- replies --------------------------------------------------------------------------------
-
-
-def served_model(services: Services) -> str:
-    """The name of the model that answers."""
-    if services.models is not None:
-        name = getattr(services.models.chat, "model", None)
-        if isinstance(name, str) and name:
-            return name
-    return services.settings.ollama_chat_model
-
-
-async def _chain_reply(
-    services: Services, conversation_id: str, user_id: str, text: str
-) -> AsyncGenerator[AIMessageChunk, None]:
-    if services.chain is None:
+def chat_core(services: Services) -> ChatCore:
+    """The chat core, or a 503 on a server started without a chat model."""
+    if services.core is None:
         raise LLMUnavailableError("the server runs without a chat model: start it with one")
-    config: RunnableConfig = {
-        "configurable": {"conversation_id": conversation_id, "user_id": user_id}
-    }
-    stream = services.chain.astream({"input": text}, config)
+    return services.core
+
+
+def _card(model: ListedModel) -> ModelCard:
+    created = _STARTED
+    if model.modified_at:
+        with contextlib.suppress(ValueError):
+            created = int(datetime.fromisoformat(model.modified_at).timestamp())
+    return ModelCard(id=model.name, created=created)
+
+
+def _listed(services: Services) -> list[ListedModel]:
+    """The LLM server's models; the configured chat model alone while it cannot be asked."""
+    models = services.models
+    if models is None:
+        return [ListedModel(services.settings.ollama_chat_model)]
     try:
-        async for chunk in stream:
-            yield chunk
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
+        return models.catalog.models()
+    except LLMUnavailableError:
+        return [ListedModel(models.catalog.default_model)]
 
 
-async def _model_reply(
-    services: Services, messages: list[BaseMessage]
-) -> AsyncGenerator[AIMessageChunk, None]:
-    """The chat model alone: nothing retrieved, nothing stored."""
-    if services.models is None:
-        raise LLMUnavailableError("the server runs without a chat model: start it with one")
-    try:
-        async for chunk in services.models.chat.astream(messages):
-            yield chunk
-    except MemoryChainError:
-        raise
-    except Exception as exc:
-        raise LLMUnavailableError(
-            f"the chat model failed ({type(exc).__name__}: {exc}): check that Ollama runs at "
-            f"{services.models.base_url} and has the model pulled (`ollama pull <model>`)"
-        ) from exc
-
-
-def _as_messages(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
-    kinds: dict[str, type[BaseMessage]] = {
-        "system": SystemMessage,
-        "developer": SystemMessage,
-        "user": HumanMessage,
-        "assistant": AIMessage,
-    }
-    return [
-        kinds[message.role](message.text)
-        for message in messages
-        if message.role in kinds and message.text.strip()
-    ]
-
-
-async def _repeat_reply(
-    services: Services, conversation_id: str, user_id: str, text: str
-) -> AsyncGenerator[AIMessageChunk, None]:
-    """A new answer to the last stored exchange, from memory without that exchange."""
-    context = await run_in_executor(None, services.manager.retrieve, conversation_id, user_id, text)
-    recent = context.recent
-    if (
-        len(recent) >= 2
-        and Said.of(recent[-2]).key == Said("user", text).key
-        and recent[-1].role == "assistant"
-    ):
-        recent = recent[:-2]
-    prompt = build_prompt_with_memory(DEFAULT_SYSTEM_MESSAGE, replace(context, recent=recent), text)
-    return _model_reply(services, prompt)
-
-
-def _stored(
-    memory: MemoryManager, conversation_id: str, user_id: str, history: int
-) -> tuple[int, list[Turn]]:
-    """The stored turn count and the turns to compare with the client's history.
-
-    All the turns when there are no more than the ``history`` messages the client sent, else
-    the last four (and any stored since the count was read). A conversation id another user
-    chose is a different conversation, this user's own (0 turns until they write to it).
-    """
-    info = memory.conversation(conversation_id, user_id)
-    count = info.turn_count if info is not None else 0
-    if count == 0:
-        return 0, []
-    after = 0 if count <= history else count - 4
-    return count, memory.turns(conversation_id, user_id, after=after)
-
-
-async def _reply_for(
-    services: Services, parsed: ParsedChat, cid: str, user: str
-) -> AsyncGenerator[AIMessageChunk, None]:
-    """Store what the client has and the server lacks; the reply to stream."""
-    # Both reads in one worker-thread hop: each hop costs the event loop a thread wake-up.
-    count, turns = await run_in_executor(
-        None, _stored, services.manager, cid, user, len(parsed.history)
+def _request(
+    body: ChatCompletionRequest, request: Request, services: Services, user: str
+) -> ChatRequest:
+    """The core's request of an OpenAI-style body."""
+    parsed = parse_messages(body.messages)
+    options = ReplyOptions.of(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        stop=body.stop,
+        seed=body.seed,
     )
-    plan = plan_history(parsed.history, [Said.of(t) for t in turns], count, parsed.new_text)
-    if plan.action != "append":
-        logger.info(
-            "conversation %s: history %s, %d turns to add", cid, plan.action, len(plan.missing)
-        )
-    if plan.action == "repeat":
-        return await _repeat_reply(services, cid, user, parsed.new_text)
-    # "retry": the chain finds the message stored and unanswered, and stores only the reply.
-    if plan.missing:
-        missing = [
-            HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)
-            for said in plan.missing
-        ]
-        await run_in_executor(None, services.manager.add_turns, cid, user, missing)
-    return _chain_reply(services, cid, user, parsed.new_text)
-
-
-def _finish(reply: AIMessageChunk | None) -> Literal["stop", "length"]:
-    done = reply.response_metadata.get("done_reason") if reply is not None else None
-    return "length" if done == "length" else "stop"
-
-
-async def _usage(services: Services, reply: AIMessageChunk | None, prompt_text: str) -> Usage:
-    meta = reply.usage_metadata if reply is not None else None
-    if meta:
-        prompt, completion = int(meta["input_tokens"]), int(meta["output_tokens"])
-        return Usage(
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            total_tokens=int(meta.get("total_tokens") or prompt + completion),
-        )
-    # The model reported nothing: count locally (the prompt without memory, a lower bound).
-    texts = [prompt_text, message_text(reply) if reply is not None else ""]
-    prompt, completion = await run_in_executor(None, services.manager.counter.count_many, texts)
-    return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    if parsed.is_task:  # stored nowhere: any id will do
+        conversation = derived_conversation_id(user, parsed.first_user_text)
+    else:
+        conversation = conversation_of(request, body, user, parsed.first_user_text)
+    return ChatRequest.checked(
+        conversation_id=conversation,
+        user_id=user,
+        message=parsed.new_text,
+        system=parsed.system,
+        history=parsed.history,
+        model=body.model or None,
+        options=options,
+        memory=not parsed.is_task,
+        max_chars=services.settings.max_message_chars,
     )
 
 
@@ -218,9 +121,9 @@ async def _usage(services: Services, reply: AIMessageChunk | None, prompt_text: 
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERRORS[401]})
-async def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
-    """The model that answers (any model name is accepted in chat completions)."""
-    return ModelList(data=[ModelCard(id=served_model(services), created=_STARTED)])
+def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
+    """The models a chat completion may name (the LLM server's)."""
+    return ModelList(data=[_card(model) for model in _listed(services)])
 
 
 @router.get(
@@ -228,12 +131,16 @@ async def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
     response_model=ModelCard,
     responses={401: ERRORS[401], 404: {"model": ErrorBody, "description": "Another model."}},
 )
-async def get_model(model_id: str, services: ServicesDep, _user: CurrentUser) -> Response:
-    """The model, if ``model_id`` names the one that answers."""
-    name = served_model(services)
-    if model_id != name:
-        return error_response(404, f"model {model_id!r} not found: this server serves {name!r}")
-    return JSONResponse(ModelCard(id=name, created=_STARTED).model_dump())
+def get_model(model_id: str, services: ServicesDep, _user: CurrentUser) -> Response:
+    """A model of the LLM server."""
+    listed = _listed(services)
+    found = next(
+        (m for m in listed if m.name.removesuffix(":latest") == model_id.removesuffix(":latest")),
+        None,
+    )
+    if found is None:
+        raise ModelNotFoundError(model_id, [m.name for m in listed])
+    return JSONResponse(_card(found).model_dump())
 
 
 @router.post(
@@ -253,22 +160,14 @@ async def chat_completions(
     body: ChatCompletionRequest, request: Request, services: ServicesDep, user: CurrentUser
 ) -> Response:
     """Answer the last user message with memory, OpenAI style (see the module docstring)."""
-    parsed = parse_messages(body.messages)
-    # The store's checks, before the model runs rather than when its reply is stored.
-    validate_new_turns(
-        [NewTurn("user", parsed.new_text)], max_chars=services.settings.max_message_chars
-    )
-    headers: dict[str, str] = {}
-    if parsed.is_task:
-        reply = _model_reply(services, _as_messages(body.messages))
-    else:
-        cid = conversation_of(request, body, user, parsed.first_user_text)
-        headers["X-Conversation-Id"] = cid
-        reply = await _reply_for(services, parsed, cid, user)
+    core = chat_core(services)
+    chat = _request(body, request, services, user)
+    # Blocking work (SQL, embedding, the vector engine) in one worker-thread hop.
+    turn = await run_in_executor(None, core.prepare, chat)
+    headers = {} if not chat.memory else {"X-Conversation-Id": chat.conversation_id}
+    reply = core.astream(turn)
     answer = _Answer(
-        services=services,
-        model=served_model(services),
-        prompt_text=parsed.new_text,
+        turn=turn,
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
     )
     if not body.stream:
@@ -284,13 +183,34 @@ async def chat_completions(
     )
 
 
+def _finish(reply: AIMessageChunk | None) -> Literal["stop", "length"]:
+    done = reply.response_metadata.get("done_reason") if reply is not None else None
+    return "length" if done == "length" else "stop"
+
+
+def _usage(turn: PreparedTurn, reply: AIMessageChunk | None) -> Usage:
+    meta = reply.usage_metadata if reply is not None else None
+    if meta:
+        prompt, completion = int(meta["input_tokens"]), int(meta["output_tokens"])
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=int(meta.get("total_tokens") or prompt + completion),
+        )
+    # The model reported nothing: the budget's count of the prompt, and the reply's length
+    # in the same units (an estimate where the model's tokenizer is not at hand).
+    prompt = turn.prompt.tokens
+    completion = len(message_text(reply).split()) if reply is not None else 0
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
+
+
 @dataclass
 class _Answer:
     """One completion, as a ``chat.completion`` or as ``chat.completion.chunk`` events."""
 
-    services: Services
-    model: str
-    prompt_text: str
+    turn: PreparedTurn
     include_usage: bool
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
     created: int = field(default_factory=lambda: int(time.time()))
@@ -304,9 +224,9 @@ class _Answer:
         return ChatCompletion(
             id=self.id,
             created=self.created,
-            model=self.model,
+            model=self.turn.model,
             choices=[Choice(message=ReplyMessage(content=text), finish_reason=_finish(reply))],
-            usage=await _usage(self.services, reply, self.prompt_text),
+            usage=_usage(self.turn, reply),
         )
 
     def _event(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> str:
@@ -314,7 +234,7 @@ class _Answer:
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
-            "model": self.model,
+            "model": self.turn.model,
             "system_fingerprint": None,
             "choices": choices,
         }
@@ -327,7 +247,7 @@ class _Answer:
         return self._event([choice])
 
     async def events(
-        self, first: AIMessageChunk | None, rest: AsyncGenerator[AIMessageChunk, None]
+        self, first: AIMessageChunk | None, rest: AsyncIterator[AIMessageChunk]
     ) -> AsyncIterator[str]:
         """Server-sent events: the role, the content, the finish, the usage, ``[DONE]``."""
         yield self._delta({"role": "assistant", "content": ""})
@@ -346,8 +266,10 @@ class _Answer:
             yield "data: [DONE]\n\n"
             return
         finally:
-            await rest.aclose()
+            close = getattr(rest, "aclose", None)
+            if close is not None:
+                await close()
         yield self._delta({}, _finish(reply))
         if self.include_usage:
-            yield self._event([], await _usage(self.services, reply, self.prompt_text))
+            yield self._event([], _usage(self.turn, reply))
         yield "data: [DONE]\n\n"

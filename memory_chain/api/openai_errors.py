@@ -21,8 +21,12 @@ from fastapi.routing import APIRoute
 
 from memory_chain.api.errors import status_of
 from memory_chain.api.openai_bodies import ErrorBody
-from memory_chain.chain import LLMUnavailableError
-from memory_chain.errors import MemoryChainError
+from memory_chain.errors import (
+    ContextOverflowError,
+    LLMUnavailableError,
+    MemoryChainError,
+    ModelNotFoundError,
+)
 from memory_chain.services import Services
 
 logger = logging.getLogger(__name__)
@@ -33,32 +37,59 @@ _ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 503: "servi
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in [
+        (
+            400,
+            "The message cannot fit the model's context window (code "
+            "context_length_exceeded, with the numbers), or the model refused the request.",
+        ),
         (401, "Missing or unknown API key."),
+        (404, "Unknown model (code model_not_found)."),
         (422, "Malformed request."),
         (503, "The chat model or a store is unreachable; the message says what to start."),
     ]
 }
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+) -> Response:
     """An error in OpenAI's shape, with the API's usual ``detail`` too."""
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    if code is not None:
+        kind = "invalid_request_error"
     body = {
-        "error": {"message": message, "type": kind, "param": None, "code": status},
+        "error": {"message": message, "type": kind, "param": param, "code": code or status},
         "detail": message,
     }
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _code_of(error: MemoryChainError) -> tuple[str | None, str | None]:
+    """OpenAI's ``code`` and ``param`` of an error it has a code for."""
+    if isinstance(error, ModelNotFoundError):
+        return "model_not_found", "model"
+    if isinstance(error, ContextOverflowError):
+        return "context_length_exceeded", "messages"
+    return None, None
+
+
 def stream_error_event(error: Exception) -> str:
     """The server-sent event that reports a failure after the stream began, as OpenAI does."""
+    code: str | None = None
+    param: str | None = None
     if isinstance(error, MemoryChainError):
         status, message = status_of(error), str(error)
+        code, param = _code_of(error)
     else:
         logger.error("chat completion stream failed", exc_info=error)
         status, message = 500, f"the reply failed ({type(error).__name__}): see the log"
-    kind = _ERROR_TYPES.get(status, "server_error")
-    body = {"message": message, "type": kind, "param": None, "code": status}
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = {"message": message, "type": kind, "param": param, "code": code or status}
     return f"data: {json.dumps({'error': body}, ensure_ascii=False)}\n\n"
 
 
@@ -101,6 +132,7 @@ class OpenAIErrors(APIRoute):
                     message = _with_llm_detail(request, message)
                 if status >= 500:
                     logger.error("chat completion failed: %s", message)
-                return error_response(status, message)
+                code, param = _code_of(exc)
+                return error_response(status, message, code=code, param=param)
 
         return route

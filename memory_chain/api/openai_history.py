@@ -9,27 +9,15 @@ Who and which conversation:
 
 What is stored:
     Clients resend the whole history each turn; only the last message (the user's) is new.
-    The user and assistant messages before it are compared with the stored turns
-    (whitespace-insensitive):
+    The core compares the user and assistant messages before it with the stored turns
+    (:mod:`memory_chain.chat.reconcile`): turns memory lacks are stored, a regenerated reply
+    stores nothing, an edited history stores only the new exchange.
 
-    * the history is what is stored: the chain stores the new message and the reply;
-    * the history starts with what is stored and goes on (a chat begun elsewhere, a reply
-      the client kept after a dropped stream): the missing turns are stored first, then the
-      chain runs;
-    * the message repeats the last stored exchange (a retry, Open WebUI's *regenerate*): a
-      reply is generated from memory without that exchange and nothing is stored;
-    * the message is the last stored turn, unanswered (the user turn is stored before the
-      model runs, and the model failed or the client left mid-stream): the chain answers that
-      turn and stores only the reply;
-    * otherwise the history diverged (edited messages, another branch): nothing of it is
-      stored or rewritten, since memory is append-only; the chain answers with memory and
-      stores the new message and the reply.
-
-    System, developer and tool messages are not stored and do not reach the model (the chain
-    has its own system message). Open WebUI's background tasks (title, tags, follow-ups,
-    search queries: one user message starting with ``### Task:``) are answered by the chat
-    model without memory and stored nowhere. ``temperature``, ``max_tokens`` and ``user`` are
-    accepted and ignored (the server's settings apply).
+    System and developer messages are the client's instructions: they go first in the
+    prompt, beside memory's own, and are not stored. Tool messages are not stored and do
+    not reach the model. Open WebUI's background tasks (title, tags, follow-ups, search
+    queries: one user message starting with ``### Task:``) are answered by the model without
+    memory and stored nowhere.
 """
 
 from __future__ import annotations
@@ -38,100 +26,18 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from fastapi import Request
 
 from memory_chain.api.openai_bodies import ChatCompletionRequest, ChatMessage
+from memory_chain.chat.reconcile import Said
 from memory_chain.errors import InvalidInputError
-from memory_chain.schemas import ID_PATTERN, Turn, validate_id
+from memory_chain.schemas import ID_PATTERN, validate_id
 
 logger = logging.getLogger(__name__)
 
 #: Open WebUI's background-task prompts (title, tags, follow-ups, queries) start with this.
 OPENWEBUI_TASK_PREFIX = "### Task:"
-
-
-@dataclass(frozen=True)
-class Said:
-    """A user or assistant message, compared without regard to whitespace."""
-
-    role: str
-    text: str
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What two messages must share to be the same."""
-        return self.role, " ".join(self.text.split())
-
-    @classmethod
-    def of(cls, turn: Turn) -> Said:
-        """From a stored turn."""
-        return cls(turn.role, turn.content)
-
-
-@dataclass(frozen=True)
-class HistoryPlan:
-    """What to do with a request's history.
-
-    Attributes:
-        action: ``"append"`` (in sync), ``"import"`` (store ``missing`` first), ``"repeat"``
-            (answer, store nothing), ``"retry"`` (answer the stored unanswered message, store
-            the reply) or ``"diverged"`` (store only the new exchange).
-        missing: Turns the client has and the server lacks (for ``"import"``).
-    """
-
-    action: Literal["append", "import", "repeat", "retry", "diverged"]
-    missing: tuple[Said, ...] = ()
-
-
-def _keys(messages: Sequence[Said]) -> list[tuple[str, str]]:
-    return [message.key for message in messages]
-
-
-def plan_history(
-    history: Sequence[Said], stored: Sequence[Said], stored_count: int, new_text: str
-) -> HistoryPlan:
-    """Compare the client's history with the stored turns (see the module docstring).
-
-    Args:
-        history: The user and assistant messages before the new one.
-        stored: The stored turns: all of them when ``stored_count <= len(history)``, else at
-            least the last four.
-        stored_count: How many turns are stored.
-        new_text: The new user message.
-
-    Returns:
-        The plan.
-    """
-    complete = len(stored) == stored_count
-    if complete and _keys(history) == _keys(stored):
-        return HistoryPlan("append")
-    said = Said("user", new_text).key
-    if (
-        stored_count >= 2
-        and stored[-2].key == said
-        and stored[-1].role == "assistant"
-        and _follows(history, stored[:-2], stored_count - 2)
-    ):
-        return HistoryPlan("repeat")
-    if (
-        stored_count >= 1
-        and stored[-1].key == said
-        and _follows(history, stored[:-1], stored_count - 1)
-    ):
-        return HistoryPlan("retry")
-    if complete and len(history) > stored_count and _keys(history[:stored_count]) == _keys(stored):
-        return HistoryPlan("import", tuple(history[stored_count:]))
-    return HistoryPlan("diverged")
-
-
-def _follows(history: Sequence[Said], before: Sequence[Said], before_count: int) -> bool:
-    """Whether the client's history ends where the stored turns ``before`` end."""
-    overlap = min(len(history), len(before), 2)
-    if before_count == 0:
-        return not history
-    return overlap > 0 and _keys(history[-overlap:]) == _keys(before[-overlap:])
 
 
 def derived_conversation_id(user_id: str, first_user_message: str) -> str:
@@ -169,10 +75,11 @@ class ParsedChat:
     history: tuple[Said, ...]
     first_user_text: str
     is_task: bool
+    system: str = ""
 
 
 def parse_messages(messages: Sequence[ChatMessage]) -> ParsedChat:
-    """Split the messages into the new user message and the user/assistant history.
+    """Split the messages: the new user message, the user/assistant history, the instructions.
 
     Raises:
         InvalidInputError: If the last message is not a user message with text, or a
@@ -200,8 +107,13 @@ def parse_messages(messages: Sequence[ChatMessage]) -> ParsedChat:
         for message in messages[:-1]
         if message.role in ("user", "assistant") and message.text.strip()
     )
+    system = "\n\n".join(
+        message.text.strip()
+        for message in messages
+        if message.role in ("system", "developer") and message.text.strip()
+    )
     first_user = next((said.text for said in history if said.role == "user"), new_text)
     is_task = new_text.lstrip().startswith(OPENWEBUI_TASK_PREFIX) and not any(
         said.role == "assistant" for said in history
     )
-    return ParsedChat(new_text, history, first_user, is_task)
+    return ParsedChat(new_text, history, first_user, is_task, system)

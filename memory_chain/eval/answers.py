@@ -40,15 +40,14 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from memory_chain.chain import (
-    DEFAULT_SYSTEM_MESSAGE,
-    build_chat_chain,
-    build_prompt_with_memory,
-)
+from memory_chain.chain import build_chat_chain
+from memory_chain.chat.budget import Budget, build_prompt
+from memory_chain.chat.core import ChatCore
+from memory_chain.chat.models import ModelSource, OneModel
+from memory_chain.chat.request import ReplyOptions
 from memory_chain.config import MemorySettings
 from memory_chain.eval.locomo import EvalProgress, ingested
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
-from memory_chain.manager import MemoryManager
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext
 
@@ -143,21 +142,30 @@ def sample_questions(
     return [every[i] for i in chosen]
 
 
-def _reply(llm: BaseChatModel, context: MemoryContext, question: str) -> str:
-    messages = build_prompt_with_memory(DEFAULT_SYSTEM_MESSAGE, context, question)
-    return message_text(llm.invoke(messages))
+def _reply(core: ChatCore, context: MemoryContext, question: str) -> str:
+    """The model's reply to ``question`` with ``context``, built as the chat builds prompts."""
+    models = core.models
+    model = models.resolve(None)
+    budget = Budget.of(
+        window=model.window, max_tokens=None, default_reply=core.default_reply_tokens
+    )
+    built = build_prompt(
+        system="", context=context, message=question, budget=budget, counter=model.counter
+    )
+    kwargs = models.call_options(model, ReplyOptions(), budget.reserve)
+    return message_text(models.chat_model(model).invoke(built.messages, **kwargs))
 
 
 def _ask(
-    manager: MemoryManager,
-    llm: BaseChatModel,
+    core: ChatCore,
     sample: LocomoSample,
     question: str,
     number: int,
 ) -> dict[str, tuple[str, float]]:
     """The reply of every condition, and the seconds it took."""
     user = _user(sample)
-    chain = build_chat_chain(manager, llm)
+    manager = core.manager
+    chain = build_chat_chain(core)
     replies: dict[str, tuple[str, float]] = {}
     started = time.perf_counter()
     asked_in = f"question-{number}"
@@ -177,16 +185,16 @@ def _ask(
         recent=tuple(manager.recent_turns(sample.sample_id, user)),
         items=(),
     )
-    replies["recent"] = (_reply(llm, recent, question), time.perf_counter() - started)
+    replies["recent"] = (_reply(core, recent, question), time.perf_counter() - started)
     started = time.perf_counter()
     empty = MemoryContext(asked_in, user, None, (), ())
-    replies["none"] = (_reply(llm, empty, question), time.perf_counter() - started)
+    replies["none"] = (_reply(core, empty, question), time.perf_counter() - started)
     return replies
 
 
 def evaluate_answers(
     path: str | Path,
-    llm: BaseChatModel,
+    llm: BaseChatModel | ModelSource,
     *,
     questions: int,
     settings: MemorySettings | None = None,
@@ -197,7 +205,8 @@ def evaluate_answers(
 
     Args:
         path: A LoCoMo-format file.
-        llm: The chat model to answer with (the configured one in ``memory-chain eval``).
+        llm: The chat model to answer with, or the models of the configured LLM server
+            (``memory-chain eval``: its window and token counter bound the prompts).
         questions: How many questions to ask (each is asked three times).
         settings: Embedding and tier-3 settings (the stores go to a temporary folder).
         seed: Which questions are drawn.
@@ -221,10 +230,13 @@ def evaluate_answers(
     seconds: dict[str, list[float]] = {c: [] for c in CONDITIONS}
     used = list(dict.fromkeys(sample.sample_id for sample, _ in chosen))
     stored = [s for s in samples if s.sample_id in used]
+    source = OneModel(llm) if isinstance(llm, BaseChatModel) else llm
+    reply_tokens = answering_settings(settings or MemorySettings()).llm_max_tokens
     with ingested(stored, settings, notify, report.seconds, user_of=_user) as (manager, _):
+        core = ChatCore(manager, source, default_reply_tokens=reply_tokens)
         ask_start = time.perf_counter()
         for number, (sample, question) in enumerate(chosen, start=1):
-            replies = _ask(manager, llm, sample, question.question + ANSWER_HINT, number)
+            replies = _ask(core, sample, question.question + ANSWER_HINT, number)
             category = CATEGORIES[question.category]
             for condition, (reply, took) in replies.items():
                 f1 = answer_f1(reply, question.answer, question.category)

@@ -53,8 +53,9 @@ from memory_chain.eval.locomo import (
     recall_table,
     searched,
 )
-from memory_chain.eval.locomo_data import CATEGORIES, load_locomo
+from memory_chain.eval.locomo_data import CATEGORIES, LocomoSample, load_locomo
 from memory_chain.eval.report import SCOPE_WORDS, recall_lines
+from memory_chain.manager import MemoryManager
 from memory_chain.retrieval import FusionWeights, RetrievalMode
 from memory_chain.retrieval.candidates import Candidates
 
@@ -81,7 +82,9 @@ GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {
 
 
 @dataclass
-class _Asked:
+class Asked:
+    """A question asked: its conversation, category, evidence turns and gathered candidates."""
+
     conversation: str
     category: str
     evidence: set[int]
@@ -193,7 +196,7 @@ def _grid(mode: RetrievalMode) -> list[FusionWeights]:
 
 
 def _recalls(
-    asked: Sequence[_Asked], weights: FusionWeights, ks: Sequence[int]
+    asked: Sequence[Asked], weights: FusionWeights, ks: Sequence[int]
 ) -> list[dict[int, float]]:
     depth = max(ks)
     return [
@@ -207,7 +210,7 @@ def _mean(rows: Sequence[dict[int, float]], ks: Sequence[int]) -> dict[int, floa
 
 
 def _pooled(
-    asked: Sequence[_Asked], rows: Sequence[dict[int, float]], ks: Sequence[int]
+    asked: Sequence[Asked], rows: Sequence[dict[int, float]], ks: Sequence[int]
 ) -> RecallTable:
     by_category: dict[str, list[dict[int, float]]] = defaultdict(list)
     for question, row in zip(asked, rows, strict=True):
@@ -239,7 +242,7 @@ def sign_test(better: int, worse: int) -> float:
 
 
 def _paired(
-    asked: Sequence[_Asked],
+    asked: Sequence[Asked],
     hybrid: Sequence[dict[int, float]],
     other: Sequence[dict[int, float]],
     ks: Sequence[int],
@@ -261,23 +264,36 @@ def _paired(
     return compared
 
 
-def _cross_validate(
-    asked: Sequence[_Asked], mode: RetrievalMode, ks: Sequence[int]
-) -> tuple[list[dict[int, float]], list[FoldResult]]:
+def fold_choices(
+    asked: Sequence[Asked], mode: RetrievalMode, ks: Sequence[int]
+) -> tuple[list[FusionWeights], dict[str, int], list[list[dict[int, float]]]]:
+    """Leave one conversation out: the grid point each fold chooses on the others.
+
+    Returns:
+        The grid, conversation → index of the weights chosen without it, and the recall of
+        every question under every grid point (computed once).
+    """
     grid = _grid(mode)
-    # Recall of every question under every grid point, computed once.
     table = [_recalls(asked, weights, ks) for weights in grid]
-    conversations = list(dict.fromkeys(a.conversation for a in asked))
-    held: list[dict[int, float] | None] = [None] * len(asked)
-    folds: list[FoldResult] = []
-    for conversation in conversations:
+    chosen: dict[str, int] = {}
+    for conversation in dict.fromkeys(a.conversation for a in asked):
         train = [i for i, a in enumerate(asked) if a.conversation != conversation]
-        test = [i for i, a in enumerate(asked) if a.conversation == conversation]
 
         def fit(j: int, train: list[int] = train) -> float:
             return sum(_mean([table[j][i] for i in train], ks).values())
 
-        best = max(range(len(grid)), key=fit)
+        chosen[conversation] = max(range(len(grid)), key=fit)
+    return grid, chosen, table
+
+
+def _cross_validate(
+    asked: Sequence[Asked], mode: RetrievalMode, ks: Sequence[int]
+) -> tuple[list[dict[int, float]], list[FoldResult]]:
+    grid, chosen, table = fold_choices(asked, mode, ks)
+    held: list[dict[int, float] | None] = [None] * len(asked)
+    folds: list[FoldResult] = []
+    for conversation, best in chosen.items():
+        test = [i for i, a in enumerate(asked) if a.conversation == conversation]
         for i in test:
             held[i] = table[best][i]
         folds.append(
@@ -289,6 +305,35 @@ def _cross_validate(
             )
         )
     return [row for row in held if row is not None], folds
+
+
+def gather_questions(
+    manager: MemoryManager,
+    samples: Sequence[LocomoSample],
+    numbers: dict[str, dict[str, int]],
+    *,
+    scope: EvalScope,
+    notify: EvalProgress,
+    stage: str,
+) -> list[Asked]:
+    """Every question of ``samples`` with its candidates, gathered once (the chat's search)."""
+    asked: list[Asked] = []
+    total = sum(len(s.questions) for s in samples)
+    for sample in samples:
+        for question in sample.questions:
+            candidates = manager.memory_search.gather(
+                question.question, user_id=EVAL_USER, conversation_id=searched(sample, scope)
+            )
+            asked.append(
+                Asked(
+                    sample.sample_id,
+                    CATEGORIES[question.category],
+                    evidence_turns(sample, question, numbers),
+                    candidates,
+                )
+            )
+            notify(stage, len(asked), total)
+    return asked
 
 
 def cross_validate_locomo(
@@ -334,24 +379,9 @@ def cross_validate_locomo(
         saved = manager.retrieval
         for mode in modes:
             manager.retrieval = replace(saved, mode=mode)
-            asked: list[_Asked] = []
-            total = sum(len(s.questions) for s in samples)
-            for sample in samples:
-                for question in sample.questions:
-                    candidates = manager.memory_search.gather(
-                        question.question,
-                        user_id=EVAL_USER,
-                        conversation_id=searched(sample, scope),
-                    )
-                    asked.append(
-                        _Asked(
-                            sample.sample_id,
-                            CATEGORIES[question.category],
-                            evidence_turns(sample, question, numbers),
-                            candidates,
-                        )
-                    )
-                    notify(f"gathering ({mode})", len(asked), total)
+            asked = gather_questions(
+                manager, samples, numbers, scope=scope, notify=notify, stage=f"gathering ({mode})"
+            )
             tune_start = time.perf_counter()
             held[mode], report.folds[mode] = _cross_validate(asked, mode, ks)
             report.held_out[mode] = _pooled(asked, held[mode], ks)

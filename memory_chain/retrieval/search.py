@@ -124,7 +124,7 @@ class RetrievalSettings:
     common_share: float = 0.3
     common_min_rows: int = 50
     facts_k: int = 3
-    max_items: int = 8
+    max_items: int = 40
     scope: Literal["user", "conversation"] = "user"
     mode: RetrievalMode = "hybrid"
     weights: FusionWeights = field(default_factory=FusionWeights)

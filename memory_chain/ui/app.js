@@ -2,6 +2,7 @@
 // The memory browser. Every call is one of memory_chain's documented endpoints:
 //   GET /v1/me, GET /v1/conversations, GET /v1/conversations/{id},
 //   GET /v1/conversations/{id}/turns, POST /v1/conversations/{id}/search, GET /v1/facts,
+//   POST /v1/conversations/{id}/context (what the model will see), GET /v1/models,
 //   DELETE /v1/conversations/{id} (archive; ?purge=true removes it from every tier).
 // The key is kept in this tab's sessionStorage only. Text from memory is always set as
 // textContent, never parsed as HTML.
@@ -64,7 +65,56 @@ async function connect() {
   showError(null);
   const me = await api("GET", "/v1/me");
   $("#whoami").textContent = `signed in as ${me.user_id}` + (me.keys_required ? "" : " (no keys)");
-  await Promise.all([loadConversations(), loadFacts()]);
+  await Promise.all([loadConversations(), loadFacts(), loadModels()]);
+}
+
+async function loadModels() {
+  const select = $("#preview-model");
+  select.replaceChildren();
+  let models = [];
+  try {
+    models = (await api("GET", "/v1/models")).data;
+  } catch (error) {
+    // The preview then uses the configured model.
+  }
+  select.append(element("option", "", "configured model"));
+  select.lastChild.value = "";
+  for (const model of models) {
+    const option = element("option", "", model.id);
+    option.value = model.id;
+    select.append(option);
+  }
+}
+
+// The prompt the chat would send for a message: its sections, their tokens, the budget.
+async function preview(message) {
+  showError(null);
+  const id = state.conversation;
+  const body = { message };
+  if ($("#preview-model").value) body.model = $("#preview-model").value;
+  const seen = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/context`, body);
+  const budget = seen.budget;
+  $("#preview-budget").textContent =
+    `${seen.model}: ${seen.prompt_tokens} of ${budget.prompt} prompt tokens used ` +
+    `(window ${budget.window}, ${budget.reserve} kept for the reply; counted with ` +
+    `${seen.counted_with === "tokenizer" ? "the model's tokenizer" : "an estimate that counts high"})` +
+    (seen.degraded.length ? ` · not searched: ${seen.degraded.join("; ")}` : "");
+  $("#preview-budget").hidden = false;
+  const list = $("#preview-sections");
+  list.replaceChildren();
+  for (const section of seen.sections) {
+    const item = element("li", "section");
+    item.dataset.section = section.name;
+    item.append(element("div", "meta", `${section.name} · ${section.tokens} tokens` +
+      (section.name === "instructions" || section.name === "message" ? "" : ` of ${section.room}`)));
+    if (!section.entries.length) item.append(element("div", "note", "nothing"));
+    for (const entry of section.entries) {
+      const line = element("div", entry.cut ? "text cut" : "text", entry.text);
+      line.title = `${entry.tokens} tokens${entry.cut ? " (an excerpt)" : ""}`;
+      item.append(line);
+    }
+    list.append(item);
+  }
 }
 
 async function loadConversations() {
@@ -131,6 +181,8 @@ async function openConversation(id) {
     summaries.append(item);
   }
   $("#search-query").value = "";
+  $("#preview-sections").replaceChildren();
+  $("#preview-budget").hidden = true;
   $("#results").hidden = true;
   $("#degraded").hidden = true;
   $("#turns").replaceChildren();
@@ -226,6 +278,11 @@ function init() {
     event.preventDefault();
     const query = $("#search-query").value.trim();
     if (query) search(query).catch(showError);
+  });
+  $("#preview").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const message = $("#preview-message").value.trim();
+    if (message) preview(message).catch(showError);
   });
   $("#more-turns").addEventListener("click", () => loadTurns().catch(showError));
   $("#archive-button").addEventListener("click", () => remove(false).catch(showError));

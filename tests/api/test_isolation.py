@@ -208,7 +208,7 @@ def test_an_id_in_use_by_another_user_answers_like_a_free_one(server: RunningSer
     # OpenAI-style chat under alice's id (a header, as a client would name it) is bob's own.
     chat = httpx.post(
         f"{server.url}/v1/chat/completions",
-        json={"model": "x", "messages": [{"role": "user", "content": QUESTION}]},
+        json={"messages": [{"role": "user", "content": QUESTION}]},
         headers={**BOB, "X-Conversation-Id": ALICES},
         timeout=TIMEOUT,
     )
@@ -400,7 +400,7 @@ def test_a_proxy_key_keeps_its_users_apart_by_header(server: RunningServer) -> N
     # Open WebUI's request: its one key, the user's and the chat's forwarded ids.
     chat = httpx.post(
         f"{server.url}/v1/chat/completions",
-        json={"model": "memory", "messages": [{"role": "user", "content": "Say hello."}]},
+        json={"messages": [{"role": "user", "content": "Say hello."}]},
         headers={**_as_webui_user("u-1"), "X-OpenWebUI-Chat-Id": "webui-chat-1"},
         timeout=TIMEOUT,
     )

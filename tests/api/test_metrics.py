@@ -43,7 +43,7 @@ def _chat(server: RunningServer, text: str) -> None:
     response = httpx.post(
         f"{server.url}/v1/chat/completions",
         headers={"Authorization": f"Bearer {USER_KEY}", "X-Conversation-Id": CONVERSATION},
-        json={"model": "memory", "stream": True, "messages": [{"role": "user", "content": text}]},
+        json={"stream": True, "messages": [{"role": "user", "content": text}]},
         timeout=60,
     )
     assert response.status_code == 200, response.text

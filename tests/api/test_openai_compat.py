@@ -20,13 +20,10 @@ from langchain_core.messages import AIMessageChunk
 from openai import OpenAI
 
 from memory_chain.api import create_app
-from memory_chain.api.openai_history import (
-    Said,
-    derived_conversation_id,
-    plan_history,
-)
-from memory_chain.chain import LLMUnavailableError
+from memory_chain.api.openai_history import derived_conversation_id
+from memory_chain.chat.core import ChatCore
 from memory_chain.config import DEFAULT_USER_ID, MemorySettings
+from memory_chain.errors import LLMUnavailableError
 from memory_chain.local_llm.model import MODEL_NAME
 from tests.postgres import free_port
 from tests.servers import RunningServer, server_env
@@ -85,7 +82,7 @@ def _said(turns: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def _chat(client: OpenAI, messages: list[dict[str, Any]], **kwargs: Any) -> str:
     completion = client.chat.completions.create(
-        model="gpt-4o-mini",
+        model=MODEL_NAME,
         messages=messages,  # type: ignore[arg-type]
         **kwargs,
     )
@@ -98,7 +95,7 @@ def _stream(client: OpenAI, messages: list[dict[str, Any]], **kwargs: Any) -> tu
     """Stream a reply (usage included); the text and the chunks."""
     chunks = list(
         client.chat.completions.create(
-            model="any-model",
+            model=MODEL_NAME,
             messages=messages,  # type: ignore[arg-type]
             stream=True,
             stream_options={"include_usage": True},
@@ -129,7 +126,7 @@ def test_models_lists_the_served_model(server: RunningServer) -> None:
 def test_chat_answers_with_usage_and_stores_the_exchange(server: RunningServer) -> None:
     conversation = f"sdk-{uuid.uuid4().hex[:8]}"
     completion = _client(server).chat.completions.create(
-        model="gpt-4o",  # any name: the configured model answers and is named
+        model=MODEL_NAME,
         messages=[
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Say hello to Ana."},
@@ -238,7 +235,7 @@ def test_derived_conversation_id_is_stable_across_turns(server: RunningServer) -
     client = _client(server, **{"X-User-Id": "derive-user"})
     first = f"Remember the code word {uuid.uuid4().hex[:6]}."
     raw = client.chat.completions.with_raw_response.create(
-        model="x", messages=[{"role": "user", "content": first}]
+        model=MODEL_NAME, messages=[{"role": "user", "content": first}]
     )
     conversation = raw.headers["x-conversation-id"]
     assert conversation == derived_conversation_id("derive-user", first)
@@ -246,7 +243,7 @@ def test_derived_conversation_id_is_stable_across_turns(server: RunningServer) -
     # Content as parts, as Open WebUI sends it sometimes.
     parts = [{"type": "text", "text": "What is the code word?"}]
     raw = client.chat.completions.with_raw_response.create(
-        model="x",
+        model=MODEL_NAME,
         messages=[
             {"role": "user", "content": first},
             {"role": "assistant", "content": reply},
@@ -282,7 +279,7 @@ def test_history_the_server_lacks_is_stored_once(server: RunningServer) -> None:
 
 def test_api_keys_are_required_and_scope_conversations(keyed_server: RunningServer) -> None:
     url = f"{keyed_server.url}/v1/chat/completions"
-    body = {"model": "x", "messages": [{"role": "user", "content": "hi"}]}
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}]}
     missing = httpx.post(url, json=body, timeout=10)
     assert missing.status_code == 401
     assert "API key" in missing.json()["error"]["message"]
@@ -384,7 +381,7 @@ def test_unreachable_llm_is_503_with_the_fix(
     messages = [{"role": "user", "content": "hello"}]
     for stream in (False, True):
         with pytest.raises(openai.InternalServerError) as caught:
-            client.chat.completions.create(model="x", messages=messages, stream=stream)  # type: ignore[call-overload]
+            client.chat.completions.create(model=MODEL_NAME, messages=messages, stream=stream)  # type: ignore[call-overload]
         assert caught.value.status_code == 503
         assert "start Ollama at http://127.0.0.1:9" in caught.value.message
     assert [m.id for m in client.models.list().data]  # the rest of the API still answers
@@ -396,10 +393,13 @@ def test_unreachable_llm_is_503_with_the_fix(
 # -- in process: a stream that fails after it started ------------------------------------------
 
 
-class _FailingChain:
-    """Streams one piece of a reply, then loses the model."""
+class _FailingCore:
+    """The real core's preparation, then a reply that loses the model after one piece."""
 
-    def astream(self, _inputs: Any, _config: Any = None) -> AsyncIterator[AIMessageChunk]:
+    def __init__(self, core: ChatCore) -> None:
+        self.prepare = core.prepare
+
+    def astream(self, _turn: Any, _config: Any = None) -> AsyncIterator[AIMessageChunk]:
         async def pieces() -> AsyncIterator[AIMessageChunk]:
             yield AIMessageChunk(content="Hel")
             raise LLMUnavailableError("the chat model failed mid-reply: restart Ollama")
@@ -412,14 +412,16 @@ def test_a_stream_failing_after_it_started_ends_with_an_error_event(tmp_path: Pa
         data_dir=tmp_path / "data",
         llm_fallback="off",
         ollama_base_url=f"http://127.0.0.1:{free_port()}",
+        ollama_chat_model=MODEL_NAME,
         memory_tier3_enabled=False,
     )
     app = create_app(settings)
     with TestClient(app) as http:
-        app.state.services.chain = _FailingChain()
+        services = app.state.services
+        services.core = _FailingCore(services.core)
         client = OpenAI(base_url="http://testserver/v1", api_key="x", http_client=http)
         stream = client.chat.completions.create(
-            model="x",
+            model=MODEL_NAME,
             messages=[{"role": "user", "content": "hi"}],
             stream=True,
             extra_headers={"X-Conversation-Id": "failing"},
@@ -443,53 +445,7 @@ def test_a_stream_failing_after_it_started_ends_with_an_error_event(tmp_path: Pa
         assert http.get("/v1/conversations").json() == []  # nothing stored
 
 
-# -- history planning -------------------------------------------------------------------------
-
-
-def _history(*pairs: tuple[str, str]) -> list[Said]:
-    return [Said(role, text) for role, text in pairs]
-
-
-STORED = _history(("user", "a"), ("assistant", "A"), ("user", "b"), ("assistant", "B"))
-
-
-def test_plan_in_sync_appends() -> None:
-    assert plan_history([], [], 0, "a").action == "append"
-    assert plan_history(STORED, STORED, 4, "c").action == "append"
-    spaced = _history(("user", " a "), ("assistant", "A\n"), ("user", "b"), ("assistant", "B"))
-    assert plan_history(spaced, STORED, 4, "c").action == "append"
-
-
-def test_plan_imports_what_the_server_lacks() -> None:
-    plan = plan_history(STORED, STORED[:2], 2, "c")
-    assert plan.action == "import"
-    assert plan.missing == tuple(STORED[2:])
-    assert plan_history(STORED, [], 0, "c").missing == tuple(STORED)
-
-
-def test_plan_recognizes_a_repeat_of_the_last_exchange() -> None:
-    assert plan_history(STORED[:2], STORED, 4, "b").action == "repeat"
-    assert plan_history([], STORED[:2], 2, "a").action == "repeat"
-    # Only the last four stored turns are passed when the server has more than the client.
-    assert plan_history(STORED[:2], STORED[-4:], 10, "b").action == "repeat"
-
-
-def test_plan_retries_a_stored_unanswered_message() -> None:
-    unanswered = [*STORED, Said("user", "c")]
-    assert plan_history(STORED, unanswered, 5, "c").action == "retry"
-    assert plan_history(STORED, unanswered, 5, " c ").action == "retry"
-    assert plan_history([], unanswered[:1], 1, "a").action == "retry"
-    assert plan_history(STORED, unanswered[-4:], 9, "c").action == "retry"
-    # Another message after the unanswered one: the history diverged (it lacks "c").
-    assert plan_history(STORED, unanswered, 5, "d").action == "diverged"
-
-
-def test_plan_diverged_histories_store_only_the_new_exchange() -> None:
-    edited = _history(("user", "a"), ("assistant", "A"), ("user", "b2"), ("assistant", "B2"))
-    assert plan_history(edited, STORED, 4, "c").action == "diverged"
-    assert plan_history(STORED[:2], STORED, 4, "b2").action == "diverged"  # an edit
-    assert plan_history([], STORED, 4, "b").action == "diverged"  # newest-message-only client
-    assert plan_history([], STORED, 4, "hello").action == "diverged"
+# -- conversation ids ------------------------------------------------------------------------
 
 
 def test_derived_ids_depend_on_user_and_first_message() -> None:
@@ -499,3 +455,50 @@ def test_derived_ids_depend_on_user_and_first_message() -> None:
     assert same != derived_conversation_id("ana", "Hello")
     assert same.startswith("oa-")
     assert len(same) == 35
+
+
+# -- the context budget with the real model ---------------------------------------------------
+
+
+def test_a_12k_token_paste_never_breaks_the_users_later_chats(server: RunningServer) -> None:
+    """The embedded model (llama.cpp, a 4,096-token window) counts every prompt itself."""
+    user = {"X-User-Id": f"paster-{uuid.uuid4().hex[:6]}"}
+    lines = [f"step {n}: upload of invoice-{n}.pdf took {n * 3 % 997} ms" for n in range(600)]
+    lines[300] = "step 300: the backup to s3://vault-7319 failed with AccessDenied"
+    paste = "\n".join(lines)
+    # As the current message it cannot fit: 400 with the numbers, nothing stored.
+    client = _client(server, **user, **{"X-Conversation-Id": "paste"})
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": paste}]
+        )
+    assert caught.value.code == "context_length_exceeded"
+    assert "4,096" in caught.value.message
+    tokens = int(caught.value.message.split(" tokens")[0].rsplit(" ", 1)[-1].replace(",", ""))
+    assert tokens > 12_000
+    # Logged as a chat held elsewhere (with a model of a larger window), it is memory now.
+    logged = httpx.post(
+        f"{server.url}/v1/conversations/paste/turns",
+        json={
+            "turns": [
+                {"role": "user", "content": paste},
+                {"role": "assistant", "content": "Noted."},
+            ]
+        },
+        headers=user,
+        timeout=60,
+    )
+    assert logged.status_code == 201, logged.text
+    for conversation, question in [
+        ("paste", "Which backup failed?"),
+        ("later", "Why did the vault backup fail?"),
+    ]:
+        client = _client(server, **user, **{"X-Conversation-Id": conversation})
+        completion = client.chat.completions.create(
+            model=MODEL_NAME, messages=[{"role": "user", "content": question}]
+        )
+        usage = completion.usage
+        assert usage is not None
+        # The model's own count of the prompt it read (llama.cpp), within its window.
+        assert 200 < usage.prompt_tokens <= 4096 - 24, usage
+    assert len(_turns(server, "later", **user)) == 2

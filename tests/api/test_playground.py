@@ -118,9 +118,11 @@ def test_playground_chats_and_shows_the_history_after_reload(
     # first message and reply as earlier turns, then the new message.
     steps = {step["name"]: step["text"] for step in report["second"]["steps"]}
     assert "retrieve_memory" in steps, steps.keys()
-    prepared = json.loads(steps["retrieve_memory"])
-    assert prepared["ids"][0] == CONVERSATION
-    history = [(message["type"], _normal(message["content"])) for message in prepared["messages"]]
+    # The step's output: the prepared turn (the request, the plan, the budgeted prompt).
+    prepared = json.loads(steps["retrieve_memory"])["output"]
+    assert prepared["request"]["conversation_id"] == CONVERSATION
+    messages = prepared["prompt"]["messages"]
+    history = [(message["type"], _normal(message["content"])) for message in messages]
     assert history[0][0] == "system"
     assert history[1:] == [
         ("human", FIRST),

@@ -52,7 +52,7 @@ async function send(page, message) {
   await start.click();
   await page.getByRole("heading", { name: "Output" }).waitFor();
   // While the reply streams the button reads "Stop"; it reads "Start" again when done.
-  await page.getByRole("button", { name: "Stop" }).waitFor({ state: "detached" });
+  await page.getByRole("button", { name: "Stop", exact: true }).waitFor({ state: "detached" });
   await start.waitFor();
   return page.locator("h2:text-is('Output') + div").innerText();
 }

@@ -21,7 +21,6 @@ def chat(
     response = http.post(
         "/v1/chat/completions",
         json={
-            "model": "any",
             "messages": [*history, {"role": "user", "content": text}],
             "stream": stream,
         },

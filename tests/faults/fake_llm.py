@@ -23,11 +23,12 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
+from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.summarize import SUMMARY_SYSTEM
 
 #: How a summarization request starts (the system message up to its first placeholder).
 SUMMARY_PREFIX = SUMMARY_SYSTEM.split("{", 1)[0]
-#: Where the chat prompt lists what memory found (see memory_chain.chain).
+#: Where the chat prompt lists what memory found (see memory_chain.chat.budget).
 MEMORIES_HEADING = "Relevant memories (most relevant first):"
 #: Open WebUI's background tasks: how to tell them apart, and the JSON each expects.
 TASKS = {
@@ -78,6 +79,10 @@ class FakeOllama:
         recall: Quote the prompt's remembered lines in chat replies.
         word_delay: Seconds between streamed words of a chat reply (0: one chunk).
         tasks: Background tasks answered, by kind (``"title"``, ``"tags"``, ...).
+        models: The models it has, by name, with the context length ``/api/show`` declares
+            (and a Modelfile ``num_ctx`` when the value is a pair ``(length, num_ctx)``);
+            a chat naming another model gets Ollama's 404.
+        requests: Every chat request's body (model, options, messages), in order.
     """
 
     def __init__(self, port: int = 0) -> None:
@@ -94,6 +99,8 @@ class FakeOllama:
         self.recall = False
         self.word_delay = 0.0
         self.tasks: list[str] = []
+        self.models: dict[str, int | tuple[int, int]] = {MODEL_NAME: 32_768}
+        self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -164,13 +171,53 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/api/version":
             self._send(HTTPStatus.OK, {"version": "0.12.0"})
+        elif self.path == "/api/tags":
+            models = [
+                {"name": name, "model": name, "modified_at": "2026-11-01T10:00:00Z", "size": 1}
+                for name in self.fake.models
+            ]
+            self._send(HTTPStatus.OK, {"models": models})
         else:
             self._send(HTTPStatus.NOT_FOUND, {"error": f"{self.path} not found"})
 
+    def _known(self, name: object) -> bool:
+        return any(
+            str(name).removesuffix(":latest") == m.removesuffix(":latest") for m in self.fake.models
+        )
+
+    def _show(self, body: dict[str, Any]) -> None:
+        name = body.get("model") or body.get("name")
+        declared = next(
+            (
+                v
+                for m, v in self.fake.models.items()
+                if str(name).removesuffix(":latest") == m.removesuffix(":latest")
+            ),
+            None,
+        )
+        if declared is None:
+            self._send(HTTPStatus.NOT_FOUND, {"error": f"model '{name}' not found"})
+            return
+        length, num_ctx = declared if isinstance(declared, tuple) else (declared, None)
+        show: dict[str, Any] = {
+            "parameters": f"num_ctx {num_ctx}\nstop <|im_end|>" if num_ctx else "stop <|im_end|>",
+            "model_info": {"general.architecture": "llama", "llama.context_length": length},
+        }
+        self._send(HTTPStatus.OK, show)
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        if self.path == "/api/show":
+            self._show(body)
+            return
         if self.path != "/api/chat":
             self._send(HTTPStatus.NOT_FOUND, {"error": f"{self.path} not found"})
+            return
+        if not self._known(body.get("model")):
+            name = body.get("model")
+            self._send(
+                HTTPStatus.NOT_FOUND, {"error": f'model "{name}" not found, try pulling it first'}
+            )
             return
         messages = body.get("messages") or []
         summary = bool(messages) and str(messages[0].get("content", "")).startswith(SUMMARY_PREFIX)
@@ -183,6 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 fake.chats += 1
                 fake.chat_messages.append(messages)
+                fake.requests.append(body)
         try:
             delay = fake.summary_delay if summary else fake.chat_delay
             if delay and fake.stopping.wait(delay):

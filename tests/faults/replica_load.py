@@ -131,7 +131,7 @@ class Client:
             try:
                 response = http.post(
                     f"{self.urls[replica]}/v1/chat/completions",
-                    json={"model": "any", "messages": messages},
+                    json={"messages": messages},
                     headers=headers,
                 )
             except httpx.TransportError as exc:  # killed, or restarting: the next replica

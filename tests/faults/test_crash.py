@@ -95,7 +95,7 @@ class ChatClient:
             try:
                 response = http.post(
                     "/v1/chat/completions",
-                    json={"model": "any", "messages": messages},
+                    json={"messages": messages},
                     headers={"X-Conversation-Id": self.conversation_id},
                 )
             except httpx.TransportError:  # killed, or restarting

@@ -82,7 +82,7 @@ def test_a_client_leaving_mid_stream_keeps_its_message(
     server = make_server(tmp_path / "data", memory_tier3_enabled=False).start()
     fake_llm.word_delay = 1.0  # a slow model: the client gives up after the first words
     said = "Remember this: the spare key is under the blue pot."
-    body = {"model": "x", "messages": [{"role": "user", "content": said}], "stream": True}
+    body = {"messages": [{"role": "user", "content": said}], "stream": True}
     headers = {"X-Conversation-Id": "gone"}
     with httpx.Client(base_url=server.url, timeout=60) as http:
         with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as stream:

@@ -1,0 +1,104 @@
+"""The embedded model's own tokenizer, for budgets counted exactly.
+
+A vocabulary-only llama.cpp load of the GGUF (no weights, well under a second) gives the
+tokenizer the model itself uses, so a prompt built for the embedded model is counted as the
+model will count it. Importing this module does not import ``llama_cpp``.
+
+Example:
+    >>> counter = embedded_model_counter()  # doctest: +SKIP
+    >>> counter.count("Hello there")  # doctest: +SKIP
+    2
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.util
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memory_chain.local_llm.model import MODEL_FILENAME, MODEL_SIZE, default_models_dir
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+logger = logging.getLogger(__name__)
+
+
+class GGUFTokenCounter:
+    """Counts tokens with a GGUF model's tokenizer (llama.cpp, vocabulary only).
+
+    Args:
+        model_path: The GGUF file.
+    """
+
+    def __init__(self, model_path: Path) -> None:
+        self.model_path = model_path
+        self._llama: Llama | None = None
+        self._lock = threading.Lock()
+
+    def _vocab(self) -> Llama:
+        with self._lock:
+            if self._llama is None:
+                from llama_cpp import Llama
+
+                self._llama = Llama(model_path=str(self.model_path), vocab_only=True, verbose=False)
+                # Freed before the interpreter tears llama.cpp's bindings down.
+                atexit.register(self.close)
+            return self._llama
+
+    def close(self) -> None:
+        """Free the vocabulary (it is loaded again on the next count)."""
+        with self._lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text`` (special-token text counted as plain text, as a message is)."""
+        if not text:
+            return 0
+        return len(self._vocab().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Tokens of each text."""
+        return [self.count(text) for text in texts]
+
+    def render_and_count(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of a chat rendered with the model's template, as the model reads it.
+
+        For checks of a budget against the real prompt (tests, the budget benchmark).
+        """
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = self._vocab()
+        template = llama.metadata["tokenizer.chat_template"]
+        formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=llama.detokenize([llama.token_eos()], special=True).decode(errors="ignore"),
+            bos_token=llama.detokenize([llama.token_bos()], special=True).decode(errors="ignore"),
+        )
+        prompt = formatter(messages=messages).prompt  # type: ignore[arg-type]
+        return len(llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+
+
+def embedded_model_counter(models_dir: Path | None = None) -> GGUFTokenCounter | None:
+    """The embedded model's counter, if llama.cpp is installed and the model assembled.
+
+    Looks for the assembled file only (assembling it is the server's job); ``None`` when it
+    or llama.cpp is missing. One counter per file, shared.
+    """
+    path = (models_dir or default_models_dir()) / MODEL_FILENAME
+    if importlib.util.find_spec("llama_cpp") is None:
+        return None
+    if not path.is_file() or path.stat().st_size != MODEL_SIZE:
+        return None
+    return _counter_of(path)
+
+
+@functools.cache
+def _counter_of(path: Path) -> GGUFTokenCounter:
+    return GGUFTokenCounter(path)

@@ -28,13 +28,16 @@ from chat_stack import (
     Request,
     Settings,
     Stack,
+    chat_models,
     fake_chat_model,
     make_requests,
     settle,
 )
 from harness import progress, summarize
 
-from memory_chain.chain import DEFAULT_SYSTEM_MESSAGE, build_chat_chain, build_prompt_with_memory
+from memory_chain.chain import build_chat_chain
+from memory_chain.chat.budget import Budget, build_prompt
+from memory_chain.chat.core import ChatCore
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.vectors.index import VectorFilter
 
@@ -44,7 +47,8 @@ clock = time.perf_counter_ns
 def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str, Any]:
     """Memory's cost of a chat turn (settled and back to back), its breakdown, a profile."""
     rng = random.Random(settings.seed + 1)
-    null_chain = build_chat_chain(NullMemory(), fake_chat_model())  # type: ignore[arg-type]
+    null_core = ChatCore(NullMemory(), chat_models(fake_chat_model()))  # type: ignore[arg-type]
+    null_chain = build_chat_chain(null_core)
     result: dict[str, Any] = {}
     for mode, wait in (("settled", True), ("back_to_back", False)):
         progress(
@@ -132,6 +136,9 @@ class Breakdown:
         self.retrieval = self.manager.retrieval
         self.samples: dict[str, list[int]] = defaultdict(list)
         self.pool = ThreadPoolExecutor(max_workers=1)
+        # The prompt as the chain builds it for a 4,096-token window (the embedded model's).
+        self.counter = chat_models(stack.llm).info.counter
+        self.budget = Budget.of(window=4096, max_tokens=None, default_reply=512)
 
     def run(self, requests: list[Request]) -> dict[str, Any]:
         """Every operation on every request (settled, rotating order); stats by step."""
@@ -160,9 +167,17 @@ class Breakdown:
         t0 = clock()
         context = self.manager.retrieve(c.conversation_id, c.user_id, request.question)
         self.samples["retrieve"].append(clock() - t0)
-        messages = build_prompt_with_memory(DEFAULT_SYSTEM_MESSAGE, context, request.question)
         t0 = clock()
-        for _ in self.stack.llm.stream(messages):
+        built = build_prompt(
+            system="",
+            context=context,
+            message=request.question,
+            budget=self.budget,
+            counter=self.counter,
+        )
+        self.samples["budget"].append(clock() - t0)
+        t0 = clock()
+        for _ in self.stack.llm.stream(built.messages):
             pass
         self.samples["llm_stream"].append(clock() - t0)
 

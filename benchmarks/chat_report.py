@@ -103,6 +103,7 @@ def overhead_lines(
         ("chain.stream: first chunk (what a streaming client waits)", "stream_first_chunk"),
         ("chain.stream: complete", "stream_complete"),
         ("MemoryManager.retrieve", "retrieve"),
+        ("the budgeted prompt (build_prompt, 4,096-token window)", "budget"),
         ("MemoryManager.add_turns (user + assistant turn)", "add_turns"),
         ("  SQLStore.append_turns alone (nobody woken)", "part_append_turns"),
         ("  consolidation trigger check (listener)", "part_trigger_check"),

@@ -29,12 +29,15 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field
 
 from memory_chain.chain import build_chat_chain
+from memory_chain.chat.core import ChatCore
+from memory_chain.chat.models import OneModel
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
+from memory_chain.local_llm.tokenizer import embedded_model_counter
 from memory_chain.schemas import MemoryContext, NewTurn, Role, Summary
 from memory_chain.services import Services, open_services
 from memory_chain.summarize import build_summarization_chain
-from memory_chain.tokens import TokenCounter
+from memory_chain.tokens import EstimatingCounter, TokenCounter
 
 GOALS = {
     "chat_overhead_p95_over_embed_p95": 1.2,
@@ -197,7 +200,15 @@ class NullMemory:
     def __init__(self) -> None:
         self.counter = TokenCounter()
 
-    def retrieve(self, conversation_id: str, user_id: str, query: str) -> MemoryContext:
+    def working_memory(self, conversation_id: str, user_id: str) -> tuple[list[Any], Any]:
+        return [], None
+
+    def turn_count(self, conversation_id: str, user_id: str) -> int:
+        return 0
+
+    def retrieve(
+        self, conversation_id: str, user_id: str, query: str, *, working: Any = None
+    ) -> MemoryContext:
         return MemoryContext(conversation_id, user_id, None, (), ())
 
     def add_turns(
@@ -207,6 +218,12 @@ class NullMemory:
 
     def index_queued(self) -> None:
         return None
+
+
+def chat_models(llm: GenericFakeChatModel) -> OneModel:
+    """The model source of the benchmark's chains: the fake model, counted as the server
+    counts the embedded model (its own tokenizer, where installed)."""
+    return OneModel(llm, name="bench", counter=embedded_model_counter() or EstimatingCounter())
 
 
 def fake_chat_model() -> GenericFakeChatModel:
@@ -309,7 +326,7 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
     idle = consolidation_service(services, model, idle_settings(keep_last))
     manager.listeners.append(idle)
     llm = fake_chat_model()
-    chain = build_chat_chain(manager, llm)
+    chain = build_chat_chain(ChatCore(manager, chat_models(llm)))
     # Warm every conversation into tier 1 and every code path once.
     for conversation in conversations:
         manager.recent_turns(conversation.conversation_id, conversation.user_id)

@@ -20,6 +20,9 @@ ROLES: frozenset[str] = frozenset(get_args(Role))
 ConversationStatus = Literal["active", "archived", "deleted"]
 STATUSES: frozenset[str] = frozenset(get_args(ConversationStatus))
 
+#: Marks where text was left out (a prompt's excerpt, a long turn's indexed part).
+CUT = "[…]"
+
 #: Conversation and user ids: 1-128 characters, letters, digits and ``._:@-``, starting with a
 #: letter or digit. UUIDs, Open WebUI chat ids and e-mail-like user names all fit; path
 #: separators, whitespace and control characters do not.

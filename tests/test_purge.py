@@ -24,6 +24,8 @@ from langchain_core.runnables import RunnableLambda
 from sqlalchemy import update
 
 from memory_chain.chain import build_chat_chain
+from memory_chain.chat.core import ChatCore
+from memory_chain.chat.models import OneModel
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import VectorStoreError
 from memory_chain.manager import MemoryManager
@@ -96,7 +98,7 @@ def _everything_read(manager: MemoryManager) -> tuple[str, dict[str, int]]:
     seen: list[str] = []
     counts = {"chat prompt": 0, "search endpoint": 0, "retriever": 0, "facts": 0}
     model = Recording(messages=iter(AIMessage("ok") for _ in range(100)), prompts=[])
-    chain = build_chat_chain(manager, model)
+    chain = build_chat_chain(ChatCore(manager, OneModel(model)))
     retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=8)
     for query in QUERIES:
         chain.invoke(

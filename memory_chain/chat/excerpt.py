@@ -17,11 +17,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from memory_chain.schemas import CUT
 from memory_chain.tiers.sql.search import query_words
 from memory_chain.tokens import TokenCount
 
-#: Marks where text was left out.
-CUT = "[…]"
 #: The smallest excerpt worth giving a model, in tokens.
 MIN_EXCERPT_TOKENS = 24
 #: Longest piece, in characters, before it is split at a space.

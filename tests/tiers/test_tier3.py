@@ -32,7 +32,7 @@ from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter, VectorIndex, point_id
-from memory_chain.tiers.vectors.indexer import TurnIndexer
+from memory_chain.tiers.vectors.indexer import CUT, TurnIndexer, chunks_of
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.retriever import TurnRetriever
@@ -485,3 +485,33 @@ def test_outbox_is_settled_only_after_points_are_flushed(
     assert indexer.settle() == 10
     assert seen_at_flush == [10]
     assert outbox.count() == 0
+
+
+def test_a_long_turn_is_indexed_in_parts_so_a_detail_in_its_middle_is_found(
+    queued_store: SQLStore, index: VectorIndex, embeddings: SentenceEmbeddings
+) -> None:
+    """The model reads 256 word pieces: the middle of a pasted document needs points too."""
+    filler = [
+        f"Invoice {n} for the office chairs was paid on time and filed under accounting."
+        for n in range(120)
+    ]
+    detail = "The spare key to the boat house hangs behind the blue door of the garage."
+    paste = " ".join([*filler[:60], detail, *filler[60:]])
+    parts = chunks_of(paste)
+    assert len(parts) > 5
+    assert sum(detail in part for part in parts) >= 1
+    assert all(part.startswith(CUT) for part in parts)
+    store_conversation(queued_store, "notes", "ana", [("user", paste), *TRIP[:3]])
+    indexer = TurnIndexer(queued_store.outbox(), index, embeddings)
+    assert indexer.drain() == 4  # turns, not points
+    assert index.count() == 4 + len(parts)
+    search = SemanticSearch(index, embeddings)
+    hits = search.find("where is the key to the boat house?", VectorFilter(user_id="ana"), 3)
+    best = hits[0].payload
+    assert (best.conversation_id, best.turn_number) == ("notes", 1)
+    assert detail in best.content  # the part that matched, not the start of the paste
+    # Purging the conversation removes every part.
+    assert queued_store.delete_conversation("notes", user_id="ana")
+    indexer.apply_tasks()
+    assert index.count() == 0
+    assert chunks_of(TRIP[0][1]) == []

@@ -37,6 +37,14 @@ def point_id(user_id: str, conversation_id: str, turn_number: int) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, f"{user_id}/{conversation_id}\x1f{turn_number}"))
 
 
+def chunk_point_id(user_id: str, conversation_id: str, turn_number: int, chunk: int) -> str:
+    """The id of a long turn's ``chunk``-th part (chunk 0 is the turn's own point)."""
+    if chunk == 0:
+        return point_id(user_id, conversation_id, turn_number)
+    key = f"{user_id}/{conversation_id}\x1f{turn_number}\x1f{chunk}"
+    return str(uuid.uuid5(POINT_NAMESPACE, key))
+
+
 @dataclass(frozen=True, slots=True)
 class TurnPayload:
     """The tier-3 payload of one turn: flat fields, so that filters can use payload indexes."""

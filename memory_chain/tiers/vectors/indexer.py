@@ -38,7 +38,7 @@ from dataclasses import replace
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.errors import MemoryChainError
-from memory_chain.schemas import Turn
+from memory_chain.schemas import CUT, Turn
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, PendingTurn
 from memory_chain.tiers.sql.tasks import VectorTask, VectorTasks
 from memory_chain.tiers.vectors.facts import UserFacts
@@ -47,6 +47,7 @@ from memory_chain.tiers.vectors.index import (
     VectorFilter,
     VectorIndex,
     VectorPoint,
+    chunk_point_id,
     point_id,
 )
 from memory_chain.tiers.vectors.tags import turn_tags
@@ -67,6 +68,32 @@ def _covering(summaries: list[tuple[int, int, str]], turn_number: int) -> str | 
 def embedding_text(turn: Turn) -> str:
     """The text embedded for a turn: its role and content."""
     return f"{turn.role}: {turn.content}"
+
+
+#: Words per part of a long turn: the embedding model reads 256 word pieces (about 190
+#: English words), so a longer turn is indexed in parts, each a point of its own.
+CHUNK_WORDS = 150
+#: Words each part repeats of the one before (a detail at a border is whole in one of them).
+CHUNK_OVERLAP = 30
+
+
+def chunks_of(text: str) -> list[str]:
+    """The parts after the first of a long text (none for a text the model reads whole).
+
+    The first part is the turn's own point (its embedding reads the start); each further
+    part is :data:`CHUNK_WORDS` words, overlapping the one before by :data:`CHUNK_OVERLAP`,
+    marked with :data:`CUT` where text was left out.
+    """
+    words = text.split()
+    if len(words) <= CHUNK_WORDS + CHUNK_OVERLAP:
+        return []
+    step = CHUNK_WORDS - CHUNK_OVERLAP
+    parts = []
+    for start in range(step, len(words) - CHUNK_OVERLAP, step):
+        end = min(start + CHUNK_WORDS, len(words))
+        tail = "" if end == len(words) else f" {CUT}"
+        parts.append(f"{CUT} {' '.join(words[start:end])}{tail}")
+    return parts
 
 
 def payload_of(pending: PendingTurn) -> TurnPayload:
@@ -154,16 +181,26 @@ class TurnIndexer:
         return len(self._unsettled)
 
     def embed_batch(self, batch: list[PendingTurn]) -> None:
-        """Embed and store one batch; it is settled in the outbox by :meth:`settle`."""
-        vectors = self.embeddings.embed_documents([self.text_of(p.turn) for p in batch])
+        """Embed and store one batch; it is settled in the outbox by :meth:`settle`.
+
+        A long turn gets a point per part (:func:`chunks_of`), each pointing to the same
+        turn, so a detail in its middle is found; the turn's own point keeps its whole text.
+        """
+        texts: list[str] = []
+        points: list[tuple[str, TurnPayload]] = []
+        for p in batch:
+            turn, payload = p.turn, payload_of(p)
+            texts.append(self.text_of(turn))
+            points.append((point_id(p.user_id, turn.conversation_id, turn.turn_number), payload))
+            for number, part in enumerate(chunks_of(turn.content), start=1):
+                texts.append(self.text_of(replace(turn, content=part)))
+                part_id = chunk_point_id(p.user_id, turn.conversation_id, turn.turn_number, number)
+                points.append((part_id, replace(payload, content=part)))
+        vectors = self.embeddings.embed_documents(texts)
         self.index.upsert(
             [
-                VectorPoint(
-                    id=point_id(p.user_id, p.turn.conversation_id, p.turn.turn_number),
-                    vector=vector,
-                    payload=payload_of(p),
-                )
-                for p, vector in zip(batch, vectors, strict=True)
+                VectorPoint(id=id_, vector=vector, payload=payload)
+                for (id_, payload), vector in zip(points, vectors, strict=True)
             ]
         )
         if self.facts is not None:

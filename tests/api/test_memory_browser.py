@@ -78,6 +78,7 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
         "conversation": "trip",
         "query": "Lisbon",
         "remove": "recipes",
+        "preview": "When do we fly to Lisbon?",
         "screenshotDir": str(tmp_path),
     }
     # The API's answer to the page's search, asked on the same stored corpus: the page purges a
@@ -123,6 +124,27 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     assert {r["content"] for r in report["search"][:2]} == {TRIP[0][1], TRIP[1][1]}
     assert {r["tier"] for r in report["search"]} <= {"tier2", "tier3"}
     assert all(r["sources"] for r in report["search"])
+
+    # What the model will see: the prompt's sections as the context route gives them (asked
+    # here after the page archived "recipes", so the recalled memories may differ; the budget
+    # and this conversation's own sections do not).
+    seen = _call(
+        server,
+        "POST",
+        "/v1/conversations/trip/context",
+        json={"message": "When do we fly to Lisbon?"},
+    )
+    preview = report["preview"]
+    assert [s["name"] for s in preview["sections"]] == [s["name"] for s in seen["sections"]]
+    budget = seen["budget"]
+    window = f"of {budget['prompt']} prompt tokens used (window {budget['window']}"
+    assert window in preview["budget"]
+    assert "the model's tokenizer" in preview["budget"]  # the stand-in serves the embedded name
+    recent = next(s for s in preview["sections"] if s["name"] == "recent")
+    assert recent["texts"] == [text for _, text in TRIP]
+    message = next(s for s in preview["sections"] if s["name"] == "message")
+    assert message["texts"] == ["When do we fly to Lisbon?"]
+    assert "configured model" in preview["models"]
 
     # Archive: cancelling changes nothing; confirming archives.
     archive = report["archive"]

@@ -98,6 +98,23 @@ main(async ({ page, options, report, screenshot }) => {
   );
   await screenshot("memory-browser.png");
 
+  report.step = "preview what the model will see";
+  await page.locator("#preview-message").fill(options.preview);
+  await page.getByRole("button", { name: "Preview", exact: true }).click();
+  await page.locator("#preview-sections li").first().waitFor();
+  report.preview = {
+    budget: await page.locator("#preview-budget").innerText(),
+    models: await page.locator("#preview-model option").allInnerTexts(),
+    sections: await page.evaluate(() =>
+      Array.from(document.querySelectorAll("#preview-sections li.section")).map((li) => ({
+        name: li.dataset.section,
+        meta: li.querySelector(".meta")?.innerText,
+        texts: Array.from(li.querySelectorAll(".text")).map((t) => t.innerText),
+      })),
+    ),
+  };
+  await screenshot("memory-browser-preview.png");
+
   report.step = "archive (cancel, then confirm)";
   await openConversation(page, options.remove);
   const question = await confirmVia(page, "#archive-button", "cancel");

@@ -104,6 +104,7 @@ def overhead_lines(
         ("chain.stream: complete", "stream_complete"),
         ("MemoryManager.retrieve", "retrieve"),
         ("the budgeted prompt (build_prompt, 4,096-token window)", "budget"),
+        ("  same, no token count cached (the tokenizer's cold case)", "budget_cold"),
         ("MemoryManager.add_turns (user + assistant turn)", "add_turns"),
         ("  SQLStore.append_turns alone (nobody woken)", "part_append_turns"),
         ("  consolidation trigger check (listener)", "part_trigger_check"),
@@ -122,7 +123,8 @@ def overhead_lines(
         ("  EdgeIndex.search (user, top semantic_k = 20)", "part_vector_search"),
         ("  facts search", "part_facts_search"),
     ):
-        lines.append(stats_row(label, breakdown[key]))
+        if key in breakdown:  # "budget_cold" needs a counter with a cache
+            lines.append(stats_row(label, breakdown[key]))
     lines.append(
         f"  {'chat p50 - (retrieve + add_turns + chain no-memory) p50, ms':<58} "
         f"{fmt(over['settled_chat_minus_parts_p50_ms']):>18}"

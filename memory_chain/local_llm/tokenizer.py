@@ -80,8 +80,8 @@ class GGUFTokenCounter:
         self._vocab()
         data = text.encode("utf-8")
         # With no room for tokens, llama.cpp answers minus the number it needs.
-        needed = llama_cpp.llama_tokenize(
-            self._vocab_pointer, data, len(data), None, 0, False, False
+        needed = int(
+            llama_cpp.llama_tokenize(self._vocab_pointer, data, len(data), None, 0, False, False)
         )
         return -needed if needed < 0 else needed
 

@@ -1,0 +1,308 @@
+"""Memory for LangChain 1.x agents: an ``AgentMiddleware`` for ``create_agent``.
+
+LangChain's agents keep a thread's messages in LangGraph's checkpointer; memory_chain adds
+what the thread does not hold: the user's remembered facts, the conversation's running
+summary and what the user said in other conversations, within the model's window.
+
+* **Before each model call** (``wrap_model_call``): memory is searched for the run's last
+  user message, and its sections are added to the system message, budgeted like the chat's
+  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the thread's own
+  messages and the reply's room. Memory's recent turns of the conversation are left out when
+  the thread already has earlier messages (the checkpointer keeps them); a thread that starts
+  empty (no checkpointer, or a new process) gets them as messages before its own.
+* **After the run** (``after_agent``): the exchange is stored, the user's last message and
+  the agent's final answer. The tool calls and tool results in between are the agent's
+  working steps, not conversation: they are not stored (the final answer says what came of
+  them). A run that ends without an answer (interrupted, or a tool call pending) stores
+  nothing; the exchange is stored by the run that answers.
+
+The conversation is the run's ``configurable.conversation_id``, else LangGraph's
+``configurable.thread_id``; the user is ``configurable.user_id``, else the runtime
+context's ``user_id`` (a dict key or an attribute), else the settings' default user.
+Blocking work (SQL, the embedding model) runs in a worker thread in the async hooks.
+
+Example:
+    >>> from langchain.agents import create_agent
+    >>> from langgraph.checkpoint.memory import InMemorySaver
+    >>> agent = create_agent(model, middleware=[MemoryMiddleware(services)],
+    ...                      checkpointer=InMemorySaver())  # doctest: +SKIP
+    >>> agent.invoke({"messages": [("user", "Which seat do I have?")]},
+    ...              {"configurable": {"thread_id": "trip", "user_id": "ana"}})  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from memory_chain.chat.budget import (
+    DEFAULT_PERSONA,
+    MESSAGE_OVERHEAD,
+    Budget,
+    BuiltPrompt,
+    build_prompt,
+)
+from memory_chain.chat.models import ModelInfo
+from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
+from memory_chain.schemas import MemoryContext, validate_id
+from memory_chain.services import Services
+from memory_chain.tokens import EstimatingCounter
+
+logger = logging.getLogger(__name__)
+
+#: The window assumed for a model the services cannot resolve (not served by the LLM
+#: server memory_chain talks to); pass ``window=`` to say what it is.
+FALLBACK_WINDOW = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class RunIds:
+    """Whose run this is.
+
+    Attributes:
+        conversation_id: The conversation (the thread).
+        user_id: Its owner.
+    """
+
+    conversation_id: str
+    user_id: str
+
+
+def run_ids(runtime: Runtime[Any] | None, default_user: str) -> RunIds:
+    """The run's conversation and user (see the module docstring).
+
+    Raises:
+        InvalidInputError: If the run names no conversation, or an id is malformed.
+    """
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a runnable context
+        configurable = {}
+    conversation = configurable.get("conversation_id") or configurable.get("thread_id")
+    info = getattr(runtime, "execution_info", None)
+    if not conversation and info is not None:
+        conversation = info.thread_id
+    if not conversation:
+        raise InvalidInputError(
+            "MemoryMiddleware needs a conversation: invoke the agent with "
+            "config={'configurable': {'thread_id': ...}} (or 'conversation_id')"
+        )
+    context = getattr(runtime, "context", None)
+    user = configurable.get("user_id")
+    if not user and isinstance(context, dict):
+        user = context.get("user_id")
+    if not user and context is not None:
+        user = getattr(context, "user_id", None)
+    user = str(user or default_user)
+    conversation = str(conversation)
+    validate_id(conversation)
+    validate_id(user, "user id")
+    return RunIds(conversation, user)
+
+
+def _text(message: BaseMessage) -> str:
+    return message.text if isinstance(message.text, str) else str(message.content)
+
+
+class MemoryMiddleware(AgentMiddleware):
+    """memory_chain's memory for ``create_agent`` (see the module docstring).
+
+    Args:
+        services: The opened services (:func:`~memory_chain.services.open_services`).
+        window: The model's context window; by default the one the services' LLM server
+            reports for the model's name, else :data:`FALLBACK_WINDOW`.
+        reply_tokens: Room kept for the reply when the model sets no ``max_tokens``/
+            ``num_predict`` (at most a quarter of the window).
+        store: Store each run's exchange (``False``: read memory only).
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        window: int | None = None,
+        reply_tokens: int | None = None,
+        store: bool = True,
+    ) -> None:
+        super().__init__()
+        self.services = services
+        self.manager = services.manager
+        self.window = window
+        self.reply_tokens = reply_tokens or services.settings.llm_max_tokens
+        self.store = store
+        self.default_user = services.settings.default_user_id
+
+    # -- before the model ----------------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
+        """Call the model with memory's context added to the request."""
+        ids = run_ids(request.runtime, self.default_user)
+        return handler(self.with_memory(request, ids))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Async :meth:`wrap_model_call` (memory is read in a worker thread)."""
+        ids = run_ids(request.runtime, self.default_user)
+        request = await asyncio.to_thread(self.with_memory, request, ids)
+        return await handler(request)
+
+    def with_memory(self, request: ModelRequest, ids: RunIds) -> ModelRequest:
+        """The request with memory's sections in its system message (blocking).
+
+        Unchanged when the run has no user message, or when the thread alone leaves no room
+        in the window. A memory tier that fails is skipped (as in the chat).
+        """
+        messages = list(request.messages)
+        last = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+            None,
+        )
+        if last is None:
+            return request
+        query = _text(messages[last])
+        model = self._model(request)
+        thread = [m for i, m in enumerate(messages) if i != last]
+        earlier = any(isinstance(m, HumanMessage) for m in messages[:last])
+        try:
+            context = self.manager.retrieve(ids.conversation_id, ids.user_id, query)
+            if earlier:  # the thread holds the conversation's recent turns itself
+                context = replace(context, recent=())
+            built = self._build(request, model, thread, query, context)
+        except ContextOverflowError:
+            built = None
+        except MemoryChainError as exc:
+            logger.warning("conversation %s: memory not added: %s", ids.conversation_id, exc)
+            return request
+        if built is None:
+            logger.warning(
+                "conversation %s: the thread fills %s's window; no memory added",
+                ids.conversation_id,
+                model.name,
+            )
+            return request
+        system, *recent = built.messages[:-1]
+        thread_messages = cast("list[AnyMessage]", [*recent, *messages])
+        return request.override(
+            system_message=SystemMessage(_text(system)), messages=thread_messages
+        )
+
+    def _model(self, request: ModelRequest) -> ModelInfo:
+        name = getattr(request.model, "model", None) or getattr(request.model, "model_name", None)
+        models = self.services.models
+        if models is not None and isinstance(name, str):
+            try:
+                info = models.resolve(name)
+                return replace(info, window=self.window) if self.window else info
+            except MemoryChainError:
+                pass  # not the LLM server's model: the fallback below
+        return ModelInfo(
+            name=str(name or "the model"),
+            window=self.window or FALLBACK_WINDOW,
+            counter=EstimatingCounter(),
+            window_source="setting" if self.window else "default",
+        )
+
+    def _build(
+        self,
+        request: ModelRequest,
+        model: ModelInfo,
+        thread: Sequence[BaseMessage],
+        query: str,
+        context: MemoryContext,
+    ) -> BuiltPrompt | None:
+        settings = request.model_settings or {}
+        asked = settings.get("max_tokens") or getattr(request.model, "num_predict", None)
+        budget = Budget.of(
+            window=model.window,
+            max_tokens=asked if isinstance(asked, int) and asked > 0 else None,
+            default_reply=self.reply_tokens,
+        )
+        counter = model.counter
+        # The thread's own messages (and the tools' schemas, counted as text) come first.
+        used = sum(counter.count(_text(m)) + MESSAGE_OVERHEAD for m in thread)
+        used += sum(counter.count(str(getattr(t, "description", t))) for t in request.tools)
+        room = Budget(window=budget.window - used, reserve=budget.reserve)
+        if room.prompt <= 0:
+            return None
+        system = _text(request.system_message) if request.system_message else ""
+        return build_prompt(
+            system=system or DEFAULT_PERSONA,
+            context=context,
+            message=query,
+            budget=room,
+            counter=counter,
+            model=model.name,
+        )
+
+    # -- after the run -------------------------------------------------------------------
+
+    def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the run's exchange: the user's last message and the final answer."""
+        if self.store:
+            self.remember(state["messages"], run_ids(runtime, self.default_user))
+        return None
+
+    async def aafter_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async :meth:`after_agent` (stored in a worker thread)."""
+        if self.store:
+            ids = run_ids(runtime, self.default_user)
+            await asyncio.to_thread(self.remember, state["messages"], ids)
+        return None
+
+    def remember(self, messages: Sequence[BaseMessage], ids: RunIds) -> bool:
+        """Store the last user message and the answer after it (blocking).
+
+        Returns:
+            Whether an exchange was stored (not when the run has no final answer, or when
+            the conversation already ends with this exchange).
+        """
+        exchange = final_exchange(messages)
+        if exchange is None:
+            return False
+        question, answer = exchange
+        recent, _ = self.manager.working_memory(ids.conversation_id, ids.user_id)
+        said = [(turn.role, turn.content) for turn in recent[-2:]]
+        if said == [("user", question), ("assistant", answer)]:
+            return False  # this run's exchange is stored already
+        self.manager.add_turns(
+            ids.conversation_id, ids.user_id, [HumanMessage(question), AIMessage(answer)]
+        )
+        return True
+
+
+def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
+    """The last user message and the final answer after it, if the run ended with one.
+
+    The final answer is the last AI message, when it asks for no tool call and has text.
+    """
+    if not messages:
+        return None
+    answer = messages[-1]
+    if not isinstance(answer, AIMessage) or answer.tool_calls or not _text(answer).strip():
+        return None
+    for message in reversed(messages[:-1]):
+        if isinstance(message, HumanMessage):
+            question = _text(message)
+            return (question, _text(answer)) if question.strip() else None
+    return None

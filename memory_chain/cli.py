@@ -135,10 +135,14 @@ def export_(
             metavar="OUT.jsonl|-", help="JSON Lines file to write, or - for standard output."
         ),
     ] = "-",
-    user: Annotated[str | None, typer.Option(help="Only this user's conversations.")] = None,
-    conversation: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
+    user: Annotated[
+        str | None, typer.Option(help="Only this user's conversations and facts.")
+    ] = None,
+    conversation: Annotated[
+        str | None, typer.Option(help="Only this conversation and the facts learnt in it.")
+    ] = None,
 ) -> None:
-    """Export conversations (turns, summaries, metadata) as JSON Lines (see docs/cli.md)."""
+    """Export conversations (turns, summaries, metadata) and facts as JSON Lines (docs/cli.md)."""
     from memory_chain.errors import MemoryChainError
     from memory_chain.tiers.sql import check_schema, create_sql_engine
     from memory_chain.transfer import atomic_text_file, export_jsonl
@@ -168,7 +172,7 @@ def export_(
     where = "standard output" if out == "-" else out
     typer.echo(
         f"exported {report.conversations} conversations ({report.turns} turns, "
-        f"{report.summaries} summaries) to {where}",
+        f"{report.summaries} summaries) and {report.facts} facts to {where}",
         err=True,
     )
 
@@ -190,7 +194,7 @@ def import_(
         typer.Option(help="A conversation id already stored: fail (import nothing) or skip it."),
     ] = "fail",
 ) -> None:
-    """Import conversations from JSON Lines, exactly as exported, and embed them into tier 3."""
+    """Import conversations and facts from JSON Lines, exactly as exported; embed into tier 3."""
     from memory_chain.errors import MemoryChainError, VectorStoreError
     from memory_chain.services import open_services
     from memory_chain.transfer import import_jsonl
@@ -211,7 +215,8 @@ def import_(
             )
         typer.echo(
             f"imported {report.conversations} conversations ({report.turns} turns, "
-            f"{report.summaries} summaries), skipped {report.skipped} already stored"
+            f"{report.summaries} summaries), skipped {report.skipped} already stored; "
+            f"imported {report.facts} facts, skipped {report.skipped_facts} already stored"
         )
         if services.vectors is not None:
             worker = services.vectors.worker

@@ -125,10 +125,6 @@ class MemorySettings(BaseSettings):
     qdrant_collection_conversations: str = Field(
         default="conversation_memory", description="Tier-3 collection of embedded turns."
     )
-    qdrant_collection_user_facts: str = Field(
-        default="user_facts",
-        description='Tier-3 collection of facts users asked to remember ("remember this").',
-    )
     embedding_model: str = Field(
         default=DEFAULT_EMBEDDING_MODEL,
         description="sentence-transformers model name or folder; the default loads offline "

@@ -31,13 +31,13 @@ from langchain_core.runnables import Runnable
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
+from memory_chain.facts.intent import parse_intent
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.serial import SerialExecutor
 from memory_chain.summarize import summary_inputs
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import backlog, summarized_through
-from memory_chain.tiers.vectors.facts import EXPLICIT_SAVE, is_explicit_save
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 
@@ -162,9 +162,9 @@ class ConsolidationService:
 
     def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
         """Check the triggers after a write; consolidation runs in the background."""
-        if any(is_explicit_save(turn) for turn in turns):
-            # The fact itself is filed by the tier-3 backfill with its turn (durably);
-            # the save also consolidates now, even if a run is already under way.
+        if any(_asks_to_remember(turn) for turn in turns):
+            # The fact itself is filed by the manager with its turn; the save also
+            # consolidates now, even if a run is already under way.
             self.schedule(conversation_id, user_id, "explicit save", force=True)
             return
         last = max((turn.turn_number for turn in turns), default=None)
@@ -431,8 +431,14 @@ class ConsolidationService:
         return stopped
 
 
+def _asks_to_remember(turn: Turn) -> bool:
+    if turn.role != "user":
+        return False
+    intent = parse_intent(turn.content)
+    return intent is not None and intent.action == "save"
+
+
 __all__ = [
-    "EXPLICIT_SAVE",
     "ConsolidationError",
     "ConsolidationService",
     "ConsolidationSettings",

@@ -1,13 +1,15 @@
 """The memory manager: one entry point that coordinates the three tiers.
 
 Writes go SQL first (the source of truth, with the turn queued for tier 3 in the same
-transaction), then tier 1, then the backfill is woken and consolidation triggers are checked
-(consolidation itself runs in the background). Reads build one :class:`MemoryContext`: tier-1
-recent turns, the tier-2 running summary, and the items :class:`MemorySearch
-<memory_chain.retrieval.search.MemorySearch>` finds (tier-2 keyword hits, tier-3 semantic hits
-and the user's remembered facts, fused by score, deduplicated by (conversation, turn)), with
-turns already in the recent window left out. Every read path (chat, search endpoint,
-LangServe retriever, evaluation) goes through :meth:`MemoryManager.find`.
+transaction), then tier 1; a user's request to remember or forget something is filed in the
+user's facts (:mod:`memory_chain.facts`); then the backfill is woken and consolidation
+triggers are checked (consolidation itself runs in the background). Reads build one
+:class:`MemoryContext`: tier-1 recent turns, the tier-2 running summary, the items
+:class:`MemorySearch <memory_chain.retrieval.search.MemorySearch>` finds (tier-2 keyword hits
+and tier-3 semantic hits, fused by score, deduplicated by (conversation, turn)), with turns
+already in the recent window left out, and the user's current facts, most relevant first.
+Every read path (chat, search endpoint, LangServe retriever, evaluation) goes through
+:meth:`MemoryManager.find`.
 
 Example:
     >>> manager = MemoryManager(store, TurnBuffer(), tier3=tier3)  # doctest: +SKIP
@@ -25,7 +27,11 @@ from typing import Protocol
 
 from langchain_core.messages import BaseMessage
 
-from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreUnavailableError
+from memory_chain import metrics
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.facts.intent import parse_intent
+from memory_chain.facts.model import Fact, FactDraft
+from memory_chain.facts.store import FactChange, FactStore
 from memory_chain.history import MemoryChatMessageHistory
 from memory_chain.messages import to_new_turns
 from memory_chain.retrieval.search import Found, MemorySearch, RetrievalSettings
@@ -33,6 +39,7 @@ from memory_chain.schemas import (
     ConversationInfo,
     ConversationStatus,
     MemoryContext,
+    MemoryItem,
     NewTurn,
     Summary,
     Turn,
@@ -40,10 +47,7 @@ from memory_chain.schemas import (
 )
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.sql.progress import conversation_state, summarized_through
-from memory_chain.tiers.vectors.facts import is_explicit_save
-from memory_chain.tiers.vectors.index import TurnPayload
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 from memory_chain.transfer.jsonl import export_lines
@@ -69,6 +73,7 @@ class MemoryManager:
         counter: Counts tokens of messages the model did not report usage for.
         retrieval: How much memory each request gets.
         keep_after_consolidation: Turns consolidation leaves in tier 1 (rebuilt on a miss).
+        facts: The users' facts (default: kept in ``store``'s database, without vectors).
     """
 
     def __init__(
@@ -80,8 +85,10 @@ class MemoryManager:
         counter: TokenCounter | None = None,
         retrieval: RetrievalSettings | None = None,
         keep_after_consolidation: int = 5,
+        facts: FactStore | None = None,
     ) -> None:
         self.store = store
+        self.fact_store = facts if facts is not None else FactStore(store.database)
         self.keep_after_consolidation = keep_after_consolidation
         self.buffer = buffer
         self.tier3 = tier3
@@ -124,6 +131,12 @@ class MemoryManager:
                 raise InvalidInputError("pass either messages or NewTurn objects, not a mix")
         stored = self.store.append_turns(conversation_id, new_turns, user_id=user_id)
         self.buffer.extend(conversation_id, stored, user_id=user_id)
+        try:
+            self._file_requests(conversation_id, user_id, stored)
+        except MemoryChainError as exc:  # the turns are stored: the request can be repeated
+            logger.warning(
+                "conversation %s: a remember/forget request failed: %s", conversation_id, exc
+            )
         for listener in self.listeners:
             try:
                 listener.on_turns_added(conversation_id, user_id, stored)
@@ -140,10 +153,10 @@ class MemoryManager:
             self.tier3.notify()
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
-        """Purge a conversation from every tier (rows, cache, points, facts).
+        """Purge a conversation from every tier (rows, facts learnt from it, cache, points).
 
-        The rows go at once, with a queued task for tier 3 in the same transaction; the
-        points and facts go now if the vector store answers, else when it is back.
+        The rows and facts go at once, with a queued task for tier 3 in the same
+        transaction; the points go now if the vector store answers, else when it is back.
         Retrieval hides the conversation from the moment its rows are gone.
         """
         deleted = self.store.delete_conversation(conversation_id, user_id=user_id)
@@ -160,48 +173,110 @@ class MemoryManager:
         self._apply_tier3_tasks()
         return removed
 
+    # -- facts -----------------------------------------------------------------------------
+
+    def _file_requests(self, conversation_id: str, user_id: str, stored: Sequence[Turn]) -> None:
+        """File what the user asked to remember, dismiss what they asked to forget.
+
+        A request that names no content ("remember this", "forget that") is about the
+        user's previous message.
+        """
+        for index, turn in enumerate(stored):
+            if turn.role != "user":
+                continue
+            intent = parse_intent(turn.content)
+            if intent is None:
+                continue
+            text = intent.text
+            if not text and intent.refers_back:
+                earlier = [t for t in stored[:index] if t.role == "user"]
+                if not earlier:
+                    before = self.store.get_turns(
+                        conversation_id,
+                        user_id=user_id,
+                        after=max(turn.turn_number - 20, 0),
+                        limit=19,
+                    )
+                    earlier = [
+                        t for t in before if t.role == "user" and t.turn_number < turn.turn_number
+                    ]
+                text = earlier[-1].content if earlier else ""
+            if not text:
+                continue
+            if intent.action == "save":
+                change = self.fact_store.add(
+                    user_id,
+                    FactDraft(
+                        text,
+                        origin="explicit",
+                        conversation_id=conversation_id,
+                        turns=(turn.turn_number, turn.turn_number),
+                        valid_from=turn.timestamp,
+                    ),
+                )
+                logger.info("user %s: fact %s (%s)", user_id, change.fact.id, change.action)
+            else:
+                for fact in self.fact_store.forget_matching(user_id, text):
+                    logger.info("user %s: fact %s dismissed on request", user_id, fact.id)
+
     def facts(
         self,
         user_id: str,
         *,
+        include: Sequence[str] = (),
         conversation_id: str | None = None,
-        include_archived: bool = False,
         limit: int = 100,
-    ) -> list[TurnPayload]:
-        """The user's remembered facts, newest first, from visible conversations only.
+    ) -> list[Fact]:
+        """The user's current facts, newest first, and the past ones ``include`` names.
 
-        Raises:
-            VectorStoreUnavailableError: Without tier 3 (facts live there).
-            VectorStoreError: If the facts collection cannot be read.
+        Args:
+            user_id: Whose.
+            include: ``"superseded"`` and/or ``"dismissed"`` facts too.
+            conversation_id: Only those learnt in this conversation.
+            limit: At most this many.
         """
-        if self.tier3 is None or not self.tier3.keeps_facts:
-            raise VectorStoreUnavailableError(
-                "semantic memory is off on this server, so no facts are kept: set "
-                "MEMORY_CHAIN_MEMORY_TIER3_ENABLED=true"
+        validate_id(user_id, "user id")
+        statuses = ("current", *(s for s in include if s != "current"))
+        return self.fact_store.of_user(
+            user_id, statuses=statuses, conversation_id=conversation_id, limit=limit
+        )
+
+    def fact(self, user_id: str, fact_id: str) -> Fact | None:
+        """One of the user's facts (any status), or ``None``."""
+        return self.fact_store.get(user_id, fact_id)
+
+    def add_fact(self, user_id: str, draft: FactDraft) -> FactChange:
+        """Add a fact by hand, reconciled with the user's current ones."""
+        return self.fact_store.add(user_id, draft)
+
+    def edit_fact(
+        self, user_id: str, fact_id: str, *, text: str | None = None, kind: str | None = None
+    ) -> Fact | None:
+        """Edit a current fact (its old text stays in the history); ``None`` if none."""
+        return self.fact_store.edit(user_id, fact_id, text=text, kind=kind)
+
+    def dismiss_fact(self, user_id: str, fact_id: str) -> Fact | None:
+        """Dismiss one of the user's facts (kept in the history); ``None`` if none."""
+        return self.fact_store.dismiss(user_id, fact_id)
+
+    def profile(self, user_id: str, vector: Sequence[float] | None) -> tuple[MemoryItem, ...]:
+        """The user's current facts as memory items, most relevant to ``vector`` first."""
+        with metrics.retrieval_timer("facts"):
+            profile = self.fact_store.profile(user_id, vector)
+        return tuple(
+            MemoryItem(
+                tier="facts",
+                kind="fact",
+                conversation_id=ranked.fact.conversation_id or "",
+                content=ranked.fact.text,
+                timestamp=ranked.fact.valid_from,
+                score=ranked.score if ranked.score is not None else 0.0,
+                turn_number=ranked.fact.turns[0] if ranked.fact.turns else None,
+                role="user",
+                sources=("facts",),
             )
-        # Read them all: a purged conversation's facts may still be there (their deletion
-        # waits for the vector store), and they must not take the places of visible ones.
-        found = self.tier3.facts_of(user_id, conversation_id=conversation_id, limit=1_000_000)
-        statuses = WITH_ARCHIVED if include_archived or conversation_id else ACTIVE
-        visible = self.store.visible_conversations(
-            user_id, {fact.conversation_id for fact in found}, statuses=statuses
+            for ranked in profile
         )
-        return [fact for fact in found if fact.conversation_id in visible][:limit]
-
-    def dismiss_fact(self, user_id: str, conversation_id: str, turn_number: int) -> bool:
-        """Forget a remembered fact (the turn stays in its conversation).
-
-        Returns:
-            Whether the turn is one of the user's "remember this" turns.
-        """
-        turns = self.store.get_turns(
-            conversation_id, user_id=user_id, after=turn_number - 1, limit=1
-        )
-        if not turns or turns[0].turn_number != turn_number or not is_explicit_save(turns[0]):
-            return False
-        self.store.dismiss_fact(conversation_id, turn_number, user_id=user_id)
-        self._apply_tier3_tasks()
-        return True
 
     def _apply_tier3_tasks(self) -> None:
         if self.tier3 is None:
@@ -243,7 +318,7 @@ class MemoryManager:
         return self.store.get_summaries(conversation_id, user_id=user_id)
 
     def export(self, user_id: str) -> Iterator[str]:
-        """The user's conversations as ``memory-chain export`` lines, read one at a time."""
+        """The user's conversations and facts as ``memory-chain export`` lines, streamed."""
         return export_lines(self.store.engine, user_id=user_id)
 
     def archive(self, conversation_id: str, user_id: str) -> None:
@@ -345,7 +420,6 @@ class MemoryManager:
         conversation_id: str | None = None,
         limit: int,
         exclude: Sequence[tuple[str, int]] = (),
-        facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
         tags: Sequence[str] | None = None,
@@ -364,7 +438,6 @@ class MemoryManager:
             conversation_id=conversation_id,
             limit=limit,
             exclude=exclude,
-            facts=facts,
             now=now,
             include_archived=include_archived,
             tags=tags,
@@ -410,15 +483,21 @@ class MemoryManager:
             conversation_id=conversation_id if settings.scope == "conversation" else None,
             limit=settings.max_items,
             exclude=[(conversation_id, turn.turn_number) for turn in recent],
-            facts=True,
         )
+        degraded = list(found.degraded)
+        try:
+            facts = self.profile(user_id, found.vector)
+        except MemoryChainError as exc:
+            facts = ()
+            degraded.append(f"user facts: {exc}")
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
             summary=summary,
             recent=tuple(recent),
             items=tuple(found.items),
-            degraded=tuple(found.degraded),
+            degraded=tuple(degraded),
+            facts=facts,
         )
 
     def search(self, conversation_id: str, user_id: str, query: str, *, k: int) -> MemoryContext:

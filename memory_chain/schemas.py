@@ -227,7 +227,7 @@ class MemoryItem:
     """One remembered thing in a memory context.
 
     ``tier`` says where it came from (tier 2 keyword hits are turns or summaries, tier 3
-    semantic hits are turns, ``facts`` are things the user asked to remember). ``score`` is
+    semantic hits are turns, ``facts`` are what memory knows about the user). ``score`` is
     the fused score (:mod:`memory_chain.retrieval.fusion`: keyword score and cosine
     combined): higher is more relevant, comparable within one context only.
     """
@@ -246,7 +246,11 @@ class MemoryItem:
 
 @dataclass(frozen=True, slots=True)
 class MemoryContext:
-    """What memory knows for one request: summary, recent turns and relevant items."""
+    """What memory knows for one request: summary, recent turns, relevant items, facts.
+
+    ``facts`` are the user's current facts, most relevant first (their own prompt section);
+    ``items`` what retrieval found in the user's conversations.
+    """
 
     conversation_id: str
     user_id: str
@@ -254,3 +258,4 @@ class MemoryContext:
     recent: tuple[Turn, ...]
     items: tuple[MemoryItem, ...]
     degraded: tuple[str, ...] = ()
+    facts: tuple[MemoryItem, ...] = ()

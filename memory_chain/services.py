@@ -19,6 +19,7 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import MemoryChainError
+from memory_chain.facts.store import FactStore
 from memory_chain.llm import ChatModels, open_chat_models
 from memory_chain.manager import MemoryManager
 from memory_chain.retention import Retention
@@ -27,7 +28,6 @@ from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.tier import Tier3
@@ -187,25 +187,20 @@ def build_embeddings(settings: MemorySettings) -> LocalEmbeddings:
 
 
 def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
-    """Tier 3 with its facts collection; an index that cannot open now is retried later."""
+    """Tier 3; an index that cannot open now is retried later."""
     engine = store.engine
     turns_index, backend = build_vector_index(
         settings, settings.qdrant_collection_conversations, engine
     )
-    facts_engine, _ = build_vector_index(settings, settings.qdrant_collection_user_facts, engine)
-    # Searches are timed per collection for /metrics.
-    index, facts_index = TimedIndex(turns_index, "tier3"), TimedIndex(facts_engine, "facts")
+    # Searches are timed for /metrics.
+    index = TimedIndex(turns_index, "tier3")
     embeddings = build_embeddings(settings)
-    facts = UserFacts(facts_index, embeddings)
-    # User facts are filed by the backfill with their turns: as durable as the turns.
     # Only the embedded index pays for a flush (20-200 ms, holding the GIL), so only there
     # are embedded turns settled in groups; elsewhere an upsert is durable when it returns,
     # and settling each batch at once keeps what a replica that dies leaves to redo small.
     flush_interval = 10.0 if settings.vector_store == "embedded" else 0.0
-    indexer = TurnIndexer(
-        store.outbox(), index, embeddings, facts=facts, flush_interval=flush_interval
-    )
-    # If the store is down at start-up, the worker opens both collections once it is back.
+    indexer = TurnIndexer(store.outbox(), index, embeddings, flush_interval=flush_interval)
+    # If the store is down at start-up, the worker opens the collection once it is back.
     worker = BackfillWorker(indexer)
     try:
         indexer.open()
@@ -253,11 +248,14 @@ def open_services(
         max_turns=settings.memory_tier1_max_turns,
         max_conversations=settings.memory_tier1_max_conversations,
     )
+    # Facts are embedded by the model that embeds turns, when semantic memory is on.
+    facts = FactStore(store.database, embed=vectors.embeddings.embed_documents if vectors else None)
     manager = MemoryManager(
         store,
         buffer,
         tier3=vectors,
         keep_after_consolidation=settings.memory_tier1_keep_after_consolidation,
+        facts=facts,
     )
     services = Services(
         settings=settings,

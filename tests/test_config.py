@@ -24,7 +24,6 @@ def test_defaults_work_without_any_service() -> None:
     assert settings.memory_tier2_summary_threshold == 10
     assert settings.memory_tier3_enabled is True
     assert settings.qdrant_collection_conversations == "conversation_memory"
-    assert settings.qdrant_collection_user_facts == "user_facts"
     assert settings.embedding_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert settings.embedding_dimension == 384
     assert settings.qdrant_port == 6333

@@ -30,6 +30,7 @@ from memory_chain.consolidation import (
     ConsolidationSettings,
 )
 from memory_chain.errors import InvalidInputError
+from memory_chain.facts.store import FactStore
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn, TokenUsage, utcnow
 from memory_chain.summarize import build_summarization_chain
@@ -37,7 +38,6 @@ from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.tier import Tier3
@@ -82,15 +82,13 @@ def memory(
     store = SQLStore(engine, queue_embeddings=True)
     index = QdrantIndex(QdrantClient(":memory:"))
     index.open()
-    facts_index = QdrantIndex(QdrantClient(":memory:"), collection="user_facts")
-    facts_index.open()
-    facts = UserFacts(facts_index, embeddings)
     tier3 = Tier3(
         index=index,
         embeddings=embeddings,
-        indexer=TurnIndexer(store.outbox(), index, embeddings, facts=facts),
+        indexer=TurnIndexer(store.outbox(), index, embeddings),
     )
-    manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3)
+    facts = FactStore(store.database, embed=embeddings.embed_documents)
+    manager = MemoryManager(store, TurnBuffer(max_turns=10), tier3=tier3, facts=facts)
     summarizer = ScriptedSummarizer()
     service = ConsolidationService(
         store,
@@ -340,16 +338,17 @@ def test_explicit_save_goes_to_user_facts_across_conversations(memory: Any) -> N
     assert (
         len(manager.store.get_summaries("trip", user_id="ana")) == 1
     )  # explicit save consolidates too
-    assert manager.tier3.facts.index.count() == 1
-    # A new conversation of the same user finds it; another user does not.
+    (fact,) = manager.facts("ana")
+    assert fact.text == "my passport number ends in 4471."
+    assert (fact.origin, fact.conversation_id, fact.turns) == ("explicit", "trip", (1, 1))
+    # A new conversation of the same user has it; another user does not.
     chat(manager, "other", "ana", "hello again")
     context = manager.retrieve("other", "ana", "what is my passport number?")
-    facts = [item for item in context.items if item.kind == "fact"]
-    assert facts
-    assert "4471" in facts[0].content
-    assert facts[0].conversation_id == "trip"
+    assert [item.content for item in context.facts] == [fact.text]
+    assert context.facts[0].conversation_id == "trip"
     chat(manager, "bobs", "bob", "hi")
     bob = manager.retrieve("bobs", "bob", "what is my passport number?")
+    assert bob.facts == ()
     assert all("4471" not in item.content for item in bob.items)
 
 
@@ -818,9 +817,9 @@ def test_two_users_with_one_conversation_id_share_nothing(memory: Any) -> None:
     for user, texts in (("ana", ana), ("bob", bob)):
         assert [t.content for t in manager.store.get_turns("notes", user_id=user)] == texts
         assert [t.content for t in manager.recent_turns("notes", user)] == texts
-        found = manager.find("locker code cat cello boat", user_id=user, limit=8, facts=True)
+        found = manager.find("locker code cat cello boat", user_id=user, limit=8)
         assert {item.content for item in found.items} <= set(texts)
-    assert [f.content for f in manager.facts("ana")] == [ana[0]]
+    assert [f.text for f in manager.facts("ana")] == ["my locker code is 4471."]
     assert manager.facts("bob") == []
     # Consolidating both: one run each, each summary of its own turns.
     for user in ("ana", "bob"):

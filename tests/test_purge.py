@@ -1,10 +1,12 @@
 """Purged, archived and expired conversations, through every read path, with the embedded index.
 
-A purge removes the rows at once and queues the deletion of the points and facts in tier 2;
+A purge removes the rows and the facts learnt from the conversation at once and queues the
+deletion of the points in tier 2;
 the vector store may be down then, and come back before the backfill has done it. Nothing of
 the purged conversation may come back through any path meanwhile: the chat's memory context
 (the prompt the model gets), the search endpoint's search, the LangServe retriever and the
-user's facts. Archived conversations are left out too, unless the caller asks for them.
+user's facts. Archived conversations are left out too, unless the caller asks for them (the
+facts learnt in them stay: they are about the user, not the conversation).
 Retention purges conversations silent for too long, and each user's beyond a number, the same
 way, on the idle scan.
 """
@@ -27,7 +29,7 @@ from memory_chain.chain import build_chat_chain
 from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import OneModel
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
-from memory_chain.errors import VectorStoreError
+from memory_chain.facts.store import FactStore
 from memory_chain.manager import MemoryManager
 from memory_chain.retention import Retention
 from memory_chain.retrieval.retriever import MemoryRetriever
@@ -37,7 +39,6 @@ from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.retriever import TurnRetriever
@@ -75,17 +76,14 @@ def memory(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryMan
     upgrade(engine)
     store = SQLStore(engine, queue_embeddings=True)
     index = EdgeIndex(tmp_path / "vectors", collection="conversation_memory")
-    facts_index = EdgeIndex(tmp_path / "vectors", collection="user_facts")
     index.open()
-    facts_index.open()
-    facts = UserFacts(facts_index, embeddings)
-    indexer = TurnIndexer(store.outbox(), index, embeddings, facts=facts)
+    indexer = TurnIndexer(store.outbox(), index, embeddings)
     tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
-    manager = MemoryManager(store, TurnBuffer(), tier3=tier3)
+    facts = FactStore(store.database, embed=embeddings.embed_documents)
+    manager = MemoryManager(store, TurnBuffer(), tier3=tier3, facts=facts)
     yield manager
     manager.close()
     index.close()
-    facts_index.close()
     engine.dispose()
 
 
@@ -112,21 +110,19 @@ def _everything_read(manager: MemoryManager) -> tuple[str, dict[str, int]]:
         documents = retriever.invoke(query)
         counts["retriever"] += len(documents)
         seen.extend(f"{d.metadata['conversation_id']} {d.page_content}" for d in documents)
-    try:
-        facts = manager.facts("ana")
-    except VectorStoreError:
-        facts = []  # tier 3 down: no facts to list (the API answers 503)
+    facts = manager.facts("ana", include=["superseded", "dismissed"])
     counts["facts"] = len(facts)
-    seen.extend(f"{fact.conversation_id} {fact.content}" for fact in facts)
+    seen.extend(f"{fact.conversation_id} {fact.text}" for fact in facts)
     manager.delete_conversation("now", "ana")  # the probes' own chat
     return "\n".join(seen), counts
 
 
 def _points_of(manager: MemoryManager, conversation_id: str) -> tuple[int, int]:
+    """The conversation's points in tier 3, and the facts learnt from it in tier 2."""
     assert manager.tier3 is not None
-    assert manager.tier3.facts is not None
     scope = VectorFilter(user_id="ana", conversation_id=conversation_id)
-    return manager.tier3.index.count(scope), manager.tier3.facts.index.count(scope)
+    learnt = manager.facts("ana", conversation_id=conversation_id, include=["dismissed"])
+    return manager.tier3.index.count(scope), len(learnt)
 
 
 def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
@@ -134,7 +130,6 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
 ) -> None:
     manager = memory
     assert manager.tier3 is not None
-    assert manager.tier3.facts is not None
     _store(manager, "secret", SECRET)
     _store(manager, "kept", KEPT)
     manager.tier3.drain()
@@ -144,8 +139,8 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
 
     # The vector store goes down (the embedded shard closes), then the conversation is purged.
     manager.tier3.index.close()
-    manager.tier3.facts.index.close()
     assert manager.delete_conversation("secret", "ana")
+    assert manager.facts("ana", conversation_id="secret", include=["dismissed"]) == []
     tasks = manager.store.tasks().pending()  # the deletion waits in tier 2
     assert [(task.kind, task.conversation_id) for task in tasks] == [("forget", "secret")]
     down, counts_down = _everything_read(manager)
@@ -154,9 +149,8 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
 
     # The store is back, the deletion not done yet: its points are all still there.
     manager.tier3.index.open()
-    manager.tier3.facts.index.open()
     stale = _points_of(manager, "secret")
-    assert stale == (4, 1)
+    assert stale == (4, 0)
     back, counts_back = _everything_read(manager)
     assert not [word for word in GONE if word in back], back
     assert "secret" not in back
@@ -171,8 +165,8 @@ def test_a_conversation_purged_while_tier3_is_down_never_comes_back(
     after, counts_after = _everything_read(manager)
     assert not [word for word in GONE if word in after], after
     print(
-        f"purged while down: {stale[0]} turn points and {stale[1]} fact left in tier 3 until "
-        f"the backfill ran, 0 after; items read per path down {counts_down}, back "
+        f"purged while down: {stale[0]} turn points left in tier 3 until the backfill ran, "
+        f"0 after (its fact went with its rows); items read per path down {counts_down}, back "
         f"{counts_back}, after {counts_after}; none of the purged conversation"
     )
 
@@ -185,7 +179,7 @@ def test_archived_conversations_are_found_only_when_asked(memory: MemoryManager)
     manager.tier3.drain()
     manager.store.set_status("old", "archived", user_id="ana")
     query = "What is my locker code?"
-    default = manager.find(query, user_id="ana", limit=10, facts=True).items
+    default = manager.find(query, user_id="ana", limit=10).items
     assert default
     assert {item.conversation_id for item in default} == {"kept"}
     asked = manager.find(query, user_id="ana", limit=10, include_archived=True).items
@@ -198,11 +192,8 @@ def test_archived_conversations_are_found_only_when_asked(memory: MemoryManager)
     assert {d.metadata["conversation_id"] for d in retriever.invoke(query)} == {"kept"}
     with_archived = retriever.invoke(query, include_archived=True)
     assert "old" in {d.metadata["conversation_id"] for d in with_archived}
-    assert {fact.conversation_id for fact in manager.facts("ana")} == {"kept"}
-    assert {f.conversation_id for f in manager.facts("ana", include_archived=True)} == {
-        "kept",
-        "old",
-    }
+    # Facts are the user's: those learnt in an archived conversation still hold.
+    assert {fact.conversation_id for fact in manager.facts("ana")} == {"kept", "old"}
 
 
 def _age(manager: MemoryManager, user_id: str, conversation_id: str, days: float) -> None:
@@ -243,9 +234,10 @@ def test_retention_purges_old_and_surplus_conversations_from_every_tier(
     assert left == {("ana", "recent"), ("bob", "b2"), ("bob", "b3")}
     scroll = {(p.payload.user_id, p.payload.conversation_id) for p in manager.tier3.index.scroll()}
     assert scroll == left
-    assert manager.tier3.facts is not None
     facts = {
-        (p.payload.user_id, p.payload.conversation_id) for p in manager.tier3.facts.index.scroll()
+        (user, fact.conversation_id)
+        for user in ("ana", "bob")
+        for fact in manager.facts(user, include=["superseded", "dismissed"])
     }
     assert facts == left
 
@@ -314,17 +306,22 @@ def test_points_carry_tags_and_their_ranges_summary_and_filter_by_tag(
     assert {d.metadata["turn_number"] for d in documents} == {2}
 
 
-def test_a_dismissed_fact_stays_forgotten_through_a_reindex(memory: MemoryManager) -> None:
+def test_a_dismissed_fact_stays_dismissed_through_a_reindex(memory: MemoryManager) -> None:
     manager = memory
     assert manager.tier3 is not None
     _store_as(manager, "ana", "trip", "Please remember this: my seat is 14C.")
     _store_as(manager, "ana", "work", "Please remember this: the report is due Friday.")
     manager.tier3.drain()
-    assert {f.conversation_id for f in manager.facts("ana")} == {"trip", "work"}
-    assert not manager.dismiss_fact("ana", "trip", 2)  # the reply is not a fact
-    assert manager.dismiss_fact("ana", "trip", 1)
+    facts = {f.conversation_id: f for f in manager.facts("ana")}
+    assert set(facts) == {"trip", "work"}
+    assert manager.dismiss_fact("ana", "0" * 32) is None
+    assert manager.dismiss_fact("bob", facts["trip"].id) is None  # another user's
+    dismissed = manager.dismiss_fact("ana", facts["trip"].id)
+    assert dismissed is not None
+    assert dismissed.status == "dismissed"
     assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
     manager.tier3.reindex()
     assert [f.conversation_id for f in manager.facts("ana")] == ["work"]
+    assert "14C" not in "".join(i.content for i in manager.retrieve("x", "ana", "seat?").facts)
     first = manager.store.get_turns("trip", user_id="ana")[0]
     assert first.content.endswith("14C.")  # the turn itself is kept

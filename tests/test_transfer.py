@@ -2,7 +2,8 @@
 
 Real SQLite databases in temp folders, the real embedding model and embedded vector index for
 the tier-3 rebuild, and the real local LLM for ``consolidate``. The store-level transfer
-functions are also run on PostgreSQL (the ``store`` fixture).
+functions are also run on PostgreSQL (the ``store`` fixture). Users' facts travel as their
+own lines, every status with its history; ``GET /v1/users/me/export`` is run in process.
 """
 
 from __future__ import annotations
@@ -16,24 +17,32 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
+from memory_chain.api import create_app
 from memory_chain.cli import app
 from memory_chain.config import MemorySettings
+from memory_chain.facts.model import STATUSES, Fact, FactDraft
+from memory_chain.facts.store import FactStore
 from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.services import open_services
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-from memory_chain.tiers.sql.models import conversations, outbox, summaries, turns
+from memory_chain.tiers.sql.models import conversations, facts, outbox, summaries, turns
 from memory_chain.tiers.sql.transfer import (
     ConversationExistsError,
+    ConversationRecord,
     read_conversations,
+    read_export,
+    read_facts,
     write_conversation,
 )
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.index import VectorFilter
-from memory_chain.transfer import FORMAT, VERSION
+from memory_chain.transfer import FACT_FORMAT, FORMAT, VERSION
+from tests.postgres import free_port
 
 T0 = datetime(2026, 5, 1, 9, 0, 0, 123456, tzinfo=UTC)
 TRIP = [
@@ -190,10 +199,8 @@ def test_round_trip_is_exact_and_rebuilds_tier3(
         assert hits[0].payload.turn_number == 5
         assert hits[0].payload.timestamp == T0 + timedelta(minutes=4, microseconds=28)
         assert services.vectors.index.search(vector, VectorFilter(user_id="nobody"), 3) == []
-        # User facts are derived from the turns: the imported "don't forget" is one again.
-        assert services.vectors.facts is not None
-        facts = list(services.vectors.facts.index.scroll())
-        assert [(f.payload.user_id, f.payload.conversation_id) for f in facts] == [("ana", "work")]
+        # Facts come from the file's fact lines only (this one has none), not from the turns.
+        assert services.manager.fact_store.count() == dict.fromkeys(STATUSES, 0)
         # Tier 2's keyword index (FTS triggers) sees imported turns too.
         keyword = services.store.search("Rex", user_id="bob")
         assert [hit.conversation_id for hit in keyword if hit.kind == "turn"] == ["bob-1", "bob-1"]
@@ -271,7 +278,7 @@ def _edited(line: str, **changes: object) -> str:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"version": 2}, "format version 2 is not supported"),
+        ({"version": VERSION + 1}, f"format version {VERSION + 1} is not supported"),
         ({"format": "something-else"}, "is this a file written by `memory-chain export`"),
         ({"conversation_id": "has space"}, "invalid conversation id 'has space'"),
         ({"user_id": None}, "user_id must be a string"),
@@ -464,3 +471,429 @@ def test_two_users_with_one_conversation_id_export_and_import(tmp_path: Path) ->
     again = _cli(target, "import", str(path), **off)
     assert again.exit_code == 1
     assert "line 1: conversation 'notes' already exists" in again.stderr
+
+
+# -- facts -------------------------------------------------------------------------------------
+
+OFF = {"MEMORY_CHAIN_MEMORY_TIER3_ENABLED": "false"}
+
+
+def _fill_facts(store: SQLStore) -> dict[str, str]:
+    """Facts of ana and bob, with history: superseded by a newer value and by an edit, dismissed.
+
+    Returns:
+        The facts' ids by name.
+    """
+    fact_store = FactStore(store.database)
+    seat = fact_store.add(
+        "ana",
+        FactDraft(
+            "My seat is 14C.",
+            origin="explicit",
+            conversation_id="trip",
+            turns=(3, 3),
+            valid_from=T0 + timedelta(minutes=2),
+        ),
+    ).fact
+    porto = fact_store.add(
+        "ana",
+        FactDraft("I live in Porto.", kind="biography", subject="home city", confidence=0.75),
+    ).fact
+    moved = fact_store.add(
+        "ana",
+        FactDraft(
+            "I live in Berlin.",
+            kind="biography",
+            origin="extracted",
+            subject="Home city",
+            conversation_id="trip",
+            turns=(1, 2),
+            confidence=0.9,
+        ),
+    )
+    assert moved.action == "superseded"
+    assert moved.replaced is not None
+    assert moved.replaced.id == porto.id
+    assert fact_store.edit("ana", seat.id, text="My seat is 15A.") is not None
+    sister = fact_store.add("ana", FactDraft("My sister is Marta.", kind="relationship")).fact
+    assert fact_store.dismiss("ana", sister.id) is not None
+    rex = fact_store.add(
+        "bob",
+        FactDraft("My dog is called Rex.", conversation_id="bob-1", turns=(1, 1)),
+    ).fact
+    return {
+        "seat": seat.id,
+        "porto": porto.id,
+        "berlin": moved.fact.id,
+        "sister": sister.id,
+        "rex": rex.id,
+    }
+
+
+def _fact_rows(store: SQLStore) -> list[dict[str, object]]:
+    """Every ``facts`` row, every column but the vector, by id."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(facts).order_by(facts.c.id)).mappings()
+        return [{k: v for k, v in row.items() if k != "embedding"} for row in rows]
+
+
+@pytest.fixture
+def with_facts(source: Path) -> dict[str, str]:
+    """``source``, with :func:`_fill_facts`'s facts."""
+    store = _store(source)
+    try:
+        return _fill_facts(store)
+    finally:
+        store.engine.dispose()
+
+
+def test_round_trip_keeps_every_fact_with_its_history(
+    tmp_path: Path, source: Path, with_facts: dict[str, str]
+) -> None:
+    ids = with_facts
+    first = tmp_path / "first.jsonl"
+    exported = _cli(source, "export", str(first))
+    assert exported.exit_code == 0, exported.output
+    assert "exported 3 conversations (9 turns, 1 summaries) and 6 facts" in exported.stderr
+    lines = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
+    # The conversations first, then the facts: each user's (ana, bob), oldest first.
+    assert [line["format"] for line in lines] == [FORMAT] * 3 + [FACT_FORMAT] * 6
+    assert {line["version"] for line in lines} == {VERSION} == {2}
+    fact_lines = lines[3:]
+    assert [f["user_id"] for f in fact_lines] == ["ana"] * 5 + ["bob"]
+    assert [f["created_at"] for f in fact_lines[:5]] == sorted(
+        f["created_at"] for f in fact_lines[:5]
+    )
+    by_id = {f["id"]: f for f in fact_lines}
+    assert by_id[ids["porto"]] == {
+        "format": FACT_FORMAT,
+        "version": VERSION,
+        "id": ids["porto"],
+        "user_id": "ana",
+        "text": "I live in Porto.",
+        "kind": "biography",
+        "origin": "api",
+        "status": "superseded",
+        "subject": "home city",
+        "conversation_id": None,
+        "turns": None,
+        "confidence": 0.75,
+        "created_at": by_id[ids["porto"]]["created_at"],
+        "valid_from": by_id[ids["porto"]]["created_at"],
+        "invalidated_at": by_id[ids["berlin"]]["created_at"],
+        "superseded_by": ids["berlin"],
+    }
+    seat = by_id[ids["seat"]]
+    assert (seat["text"], seat["status"], seat["turns"]) == ("My seat is 15A.", "current", [3, 3])
+    (old_seat,) = [f for f in fact_lines if f["superseded_by"] == ids["seat"]]  # the edit's copy
+    assert (old_seat["text"], old_seat["status"]) == ("My seat is 14C.", "superseded")
+    assert old_seat["valid_from"] == "2026-05-01T09:02:00.123456Z"
+    sister = by_id[ids["sister"]]
+    assert (sister["status"], sister["superseded_by"]) == ("dismissed", None)
+    assert sister["invalidated_at"] is not None
+
+    target = tmp_path / "target"
+    imported = _cli(target, "import", str(first), **OFF)
+    assert imported.exit_code == 0, imported.output
+    assert (
+        "imported 3 conversations (9 turns, 1 summaries), skipped 0 already stored; "
+        "imported 6 facts, skipped 0 already stored" in imported.stdout
+    )
+    second = tmp_path / "second.jsonl"
+    assert _cli(target, "export", str(second)).exit_code == 0
+    assert second.read_bytes() == first.read_bytes()
+    source_store, target_store = _store(source), _store(target)
+    try:
+        # Ids, statuses, history links, dates, provenance: every column but the vector.
+        assert _fact_rows(target_store) == _fact_rows(source_store)
+        assert _rows(target_store) == _rows(source_store)
+        restored = FactStore(target_store.database)
+        assert [f.text for f in restored.of_user("ana")] == ["My seat is 15A.", "I live in Berlin."]
+        history = restored.of_user("ana", statuses=STATUSES)
+        assert {(f.text, f.status) for f in history} == {
+            ("My seat is 15A.", "current"),
+            ("My seat is 14C.", "superseded"),
+            ("I live in Berlin.", "current"),
+            ("I live in Porto.", "superseded"),
+            ("My sister is Marta.", "dismissed"),
+        }
+
+        # Importing again adds nothing (facts are matched by id, whatever --on-conflict says).
+        again = _cli(target, "import", str(first), "--on-conflict", "skip", **OFF)
+        assert again.exit_code == 0, again.output
+        assert (
+            "imported 0 conversations (0 turns, 0 summaries), skipped 3 already stored; "
+            "imported 0 facts, skipped 6 already stored" in again.stdout
+        )
+        assert _fact_rows(target_store) == _fact_rows(source_store)
+    finally:
+        source_store.engine.dispose()
+        target_store.engine.dispose()
+
+
+def test_scoped_exports_carry_their_facts(source: Path, with_facts: dict[str, str]) -> None:
+    ids = with_facts
+    bob = _cli(source, "export", "--user", "bob")
+    assert bob.exit_code == 0, bob.output
+    lines = [json.loads(line) for line in bob.stdout.splitlines()]
+    assert [(line["format"], line["user_id"]) for line in lines] == [
+        (FORMAT, "bob"),
+        (FACT_FORMAT, "bob"),
+    ]
+    assert lines[1]["id"] == ids["rex"]
+    assert "exported 1 conversations (2 turns, 0 summaries) and 1 facts" in bob.stderr
+    # One conversation: the facts learnt in it (the edit's copy keeps where it was learnt).
+    trip = _cli(source, "export", "--conversation", "trip", "--user", "ana")
+    assert trip.exit_code == 0, trip.output
+    lines = [json.loads(line) for line in trip.stdout.splitlines()]
+    assert lines[0]["conversation_id"] == "trip"
+    assert {(f["text"], f["status"]) for f in lines[1:]} == {
+        ("My seat is 15A.", "current"),
+        ("My seat is 14C.", "superseded"),
+        ("I live in Berlin.", "current"),
+    }
+    assert all(f["format"] == FACT_FORMAT and f["conversation_id"] == "trip" for f in lines[1:])
+
+
+def test_version_1_files_without_facts_still_import(tmp_path: Path, source: Path) -> None:
+    lines = _exported_lines(source, tmp_path)
+    assert len(lines) == 3  # no facts in this database: conversation lines only
+    old = tmp_path / "old.jsonl"
+    hand_written = {  # as docs/cli.md showed version 1, shortest form
+        "format": FORMAT,
+        "version": 1,
+        "conversation_id": "c1",
+        "user_id": "cleo",
+        "turns": [{"role": "user", "content": "Hi"}],
+    }
+    old.write_text(
+        "".join(_edited(line, version=1) + "\n" for line in lines) + json.dumps(hand_written),
+        encoding="utf-8",
+    )
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(old), **OFF)
+    assert result.exit_code == 0, result.output
+    assert (
+        "imported 4 conversations (10 turns, 1 summaries), skipped 0 already stored; "
+        "imported 0 facts" in result.stdout
+    )
+    again = tmp_path / "again.jsonl"
+    assert _cli(target, "export", str(again), "--user", "ana").exit_code == 0
+    assert again.read_text(encoding="utf-8").splitlines() == lines[:2]  # now written as version 2
+    store = _store(target)
+    try:
+        assert _fact_rows(store) == []
+    finally:
+        store.engine.dispose()
+
+
+def test_hand_written_fact_takes_the_defaults(tmp_path: Path) -> None:
+    fact_id = "5b0c6f1e9d7a4c3b8e2f1a0d9c8b7a65"
+    line = {
+        "format": FACT_FORMAT,
+        "version": VERSION,
+        "id": fact_id,
+        "user_id": "ana",
+        "text": "Prefers window seats.",
+    }
+    path = tmp_path / "hand.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    target = tmp_path / "target"
+    before = datetime.now(UTC)
+    result = _cli(target, "import", str(path), **OFF)
+    assert result.exit_code == 0, result.output
+    assert "imported 1 facts, skipped 0 already stored" in result.stdout
+    store = _store(target)
+    try:
+        fact = FactStore(store.database).get("ana", fact_id)
+    finally:
+        store.engine.dispose()
+    assert fact is not None
+    assert (fact.kind, fact.origin, fact.status, fact.subject, fact.turns) == (
+        "other",
+        "api",
+        "current",
+        None,
+        None,
+    )
+    assert before <= fact.created_at == fact.valid_from <= datetime.now(UTC)
+
+
+def _stored_counts(data_dir: Path) -> tuple[int, int]:
+    store = _store(data_dir)
+    try:
+        with store.engine.connect() as conn:
+            return (
+                len(conn.execute(select(conversations)).all()),
+                len(conn.execute(select(facts)).all()),
+            )
+    finally:
+        store.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"version": 1}, "format version 1 is not supported for facts"),
+        ({"version": VERSION + 1}, f"format version {VERSION + 1} is not supported for facts"),
+        ({"id": "porto"}, "fact id 'porto' is not 32 lowercase hexadecimal digits"),
+        ({"id": None}, "id must be a string, got None"),
+        ({"user_id": "has space"}, "invalid user id 'has space'"),
+        ({"text": " "}, "a fact's text must not be empty"),
+        ({"text": 7}, "text must be a string, got 7"),
+        ({"kind": "mood"}, "unknown fact kind 'mood'"),
+        ({"origin": "rumour"}, "unknown fact origin 'rumour'"),
+        ({"status": "gone"}, "unknown fact status 'gone'"),
+        ({"colour": "blue"}, "unknown field 'colour'"),
+        ({"conversation_id": "has space"}, "invalid conversation id 'has space'"),
+        ({"turns": [3]}, "turns must be [first, last]"),
+        ({"turns": [4, 2]}, "1 <= first <= last"),
+        ({"turns": [1, "2"]}, "turns[1] must be a whole number"),
+        ({"confidence": 1.5}, "confidence 1.5 must be between 0 and 1"),
+        ({"confidence": "high"}, "confidence must be a number"),
+        ({"created_at": "yesterday"}, "created_at 'yesterday' is not an ISO 8601 timestamp"),
+        ({"superseded_by": None}, "a superseded fact needs superseded_by"),
+        ({"superseded_by": "berlin"}, "superseded_by 'berlin' is not a fact id"),
+        ({"invalidated_at": None}, "a superseded fact needs invalidated_at"),
+        ({"status": "current"}, "a current fact has no invalidated_at and no superseded_by"),
+        ({"status": "dismissed"}, "a dismissed fact has no superseded_by"),
+    ],
+)
+def test_invalid_fact_is_refused_with_its_line_and_what_to_fix(
+    tmp_path: Path,
+    source: Path,
+    with_facts: dict[str, str],
+    change: dict[str, object],
+    expected: str,
+) -> None:
+    lines = _exported_lines(source, tmp_path)
+    (porto,) = [line for line in lines if "I live in Porto." in line]  # a superseded fact
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[2] + "\n\n" + _edited(porto, **change) + "\n", encoding="utf-8")
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(bad), **OFF)
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: line 3: fact")
+    assert expected in errors[0]
+    assert _stored_counts(target) == (0, 0)  # line 1 was fine: nothing half-imported
+
+
+def test_fact_conflicts_are_refused_before_anything_is_written(
+    tmp_path: Path, source: Path, with_facts: dict[str, str]
+) -> None:
+    ids = with_facts
+    lines = _exported_lines(source, tmp_path)
+    (porto,) = [line for line in lines if ids["porto"] in line and "Porto" in line]
+    (rex,) = [line for line in lines if "Rex" in line and FACT_FORMAT in line]
+    target = tmp_path / "target"
+
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(f"{lines[0]}\n{rex}\n{rex}\n", encoding="utf-8")
+    result = _cli(target, "import", str(twice), **OFF)
+    assert result.exit_code == 1
+    assert f"line 3: fact {ids['rex']!r} comes twice (first on line 2)" in result.stderr
+    assert "nothing was imported" in result.stderr
+
+    # Ana's fact superseded by one of another user's in the file.
+    crossed = tmp_path / "crossed.jsonl"
+    crossed.write_text(
+        "\n".join(
+            [line for line in lines if FACT_FORMAT in line and "Porto" not in line]
+            + [_edited(porto, user_id="carol")]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = _cli(target, "import", str(crossed), **OFF)
+    assert result.exit_code == 1
+    assert f"line 6: fact {ids['porto']!r} of user 'carol' is superseded by fact" in result.stderr
+    assert "of user 'ana'" in result.stderr
+    assert _stored_counts(target) == (0, 0)
+
+    # A fact id another user has in the database.
+    assert _cli(target, "import", str(tmp_path / "all.jsonl"), **OFF).exit_code == 0
+    stored = _stored_counts(target)
+    stolen = tmp_path / "stolen.jsonl"
+    stolen.write_text(_edited(rex, user_id="carol") + "\n", encoding="utf-8")
+    result = _cli(target, "import", str(stolen), **OFF)
+    assert result.exit_code == 1
+    assert f"line 1: fact {ids['rex']!r} is already stored for another user" in result.stderr
+    assert _stored_counts(target) == stored
+
+
+def test_store_level_export_reads_facts_after_conversations(store: SQLStore) -> None:
+    """On SQLite and PostgreSQL: one snapshot, conversations then facts; restore is exact."""
+    _fill(store)
+    ids = _fill_facts(store)
+    items = list(read_export(store.engine))
+    records = [item for item in items if isinstance(item, ConversationRecord)]
+    assert items[:3] == records == list(read_conversations(store.engine))
+    exported = [item for item in items[3:] if isinstance(item, Fact)]
+    assert len(exported) == len(items) - 3
+    assert exported == list(read_facts(store.engine))
+    assert [f.user_id for f in exported] == ["ana"] * 5 + ["bob"]
+    assert [f.id for f in read_facts(store.engine, user_id="bob")] == [ids["rex"]]
+    bobs = list(read_export(store.engine, user_id="bob"))
+    assert [type(item) for item in bobs] == [ConversationRecord, Fact]
+    assert isinstance(bobs[1], Fact)
+    assert bobs[1].id == ids["rex"]
+    rows = _fact_rows(store)
+    fact_store = FactStore(store.database)
+    assert fact_store.restore(exported) == 0  # every id stored: nothing written
+    assert fact_store.delete_user("ana") == 5
+    assert fact_store.restore(exported) == 5
+    assert list(read_facts(store.engine)) == exported
+    assert _fact_rows(store) == rows
+
+
+def test_api_export_carries_the_callers_facts_only(tmp_path: Path) -> None:
+    settings = MemorySettings(
+        data_dir=tmp_path / "data",
+        llm_fallback="off",
+        ollama_base_url=f"http://127.0.0.1:{free_port()}",  # no Ollama there
+        memory_tier3_enabled=False,
+    )
+    ana, bob = {"X-User-Id": "ana"}, {"X-User-Id": "bob"}
+    with TestClient(create_app(settings)) as client:
+        for user, text in ((ana, "Please remember this: my seat is 14C."), (bob, "Hello.")):
+            body = {"turns": [{"role": "user", "content": text}]}
+            response = client.post("/v1/conversations/trip/turns", json=body, headers=user)
+            assert response.status_code == 201, response.text
+        for user, fact in (
+            (ana, {"text": "I live in Porto.", "subject": "home city"}),
+            (ana, {"text": "I live in Berlin.", "subject": "home city"}),
+            (bob, {"text": "My locker is 12."}),
+        ):
+            response = client.post("/v1/facts", json=fact, headers=user)
+            assert response.status_code == 201, response.text
+        exported = client.get("/v1/users/me/export", headers=ana)
+        assert exported.status_code == 200, exported.text
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    assert [(line["format"], line["user_id"]) for line in lines] == [(FORMAT, "ana")] + [
+        (FACT_FORMAT, "ana")
+    ] * 3
+    assert [(f["text"], f["status"]) for f in lines[1:]] == [
+        ("my seat is 14C.", "current"),
+        ("I live in Porto.", "superseded"),
+        ("I live in Berlin.", "current"),
+    ]
+    assert lines[2]["superseded_by"] == lines[3]["id"]
+    # The same bytes as the command line's export of her, and they import into a fresh folder.
+    cli = _cli(settings.data_dir, "export", "--user", "ana")
+    assert cli.exit_code == 0, cli.output
+    assert cli.stdout == exported.text
+    path = tmp_path / "ana.jsonl"
+    path.write_text(exported.text, encoding="utf-8")
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(path), **OFF)
+    assert result.exit_code == 0, result.output
+    assert "imported 3 facts, skipped 0 already stored" in result.stdout
+    source_store, target_store = _store(settings.data_dir), _store(target)
+    try:
+        ana_rows = [row for row in _fact_rows(source_store) if row["user_id"] == "ana"]
+        assert _fact_rows(target_store) == ana_rows
+    finally:
+        source_store.engine.dispose()
+        target_store.engine.dispose()

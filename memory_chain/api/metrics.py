@@ -96,10 +96,7 @@ class StoredData:
             "memory_chain_vector_points", "Points in tier 3, by collection.", labels=["collection"]
         )
         settings = self.services.settings
-        names = {
-            "turns": settings.qdrant_collection_conversations,
-            "facts": settings.qdrant_collection_user_facts,
-        }
+        names = {"turns": settings.qdrant_collection_conversations}
         try:
             counts = vectors.point_counts()
         except MemoryChainError as exc:

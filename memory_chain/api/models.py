@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory_chain.schemas import Role, as_utc
 
@@ -176,25 +176,75 @@ class Me(BaseModel):
     keys_required: bool = Field(description="Whether the server asks every request for a key.")
 
 
+FactKindName = Literal["preference", "biography", "relationship", "plan", "other"]
+
+
 class Fact(_FromStored):
-    """A remembered fact: the user turn that asked for it."""
+    """Something memory knows about the caller, with where it came from and when it held."""
 
-    conversation_id: str
-    turn_number: int
-    content: str
-    timestamp: datetime
-
-    @computed_field(description="'<conversation_id>:<turn_number>'; DELETE /v1/facts/{id}.")  # type: ignore[prop-decorator]
-    @property
-    def id(self) -> str:
-        """The fact's id: its conversation and the number of the turn that said it."""
-        return f"{self.conversation_id}:{self.turn_number}"
+    id: str = Field(description="The fact's id (32 hexadecimal digits).")
+    text: str
+    kind: FactKindName
+    origin: Literal["extracted", "explicit", "api"] = Field(
+        description="Learnt from conversation, asked to be remembered, or added by hand."
+    )
+    status: Literal["current", "superseded", "dismissed"]
+    subject: str | None = Field(default=None, description="What the fact is about, if known.")
+    conversation_id: str | None = Field(
+        default=None, description="The conversation it came from, if any."
+    )
+    turns: tuple[int, int] | None = Field(
+        default=None, description="The first and last turn it came from, if any."
+    )
+    confidence: float | None = None
+    created_at: datetime
+    valid_from: datetime
+    invalidated_at: datetime | None = Field(
+        default=None, description="When it stopped holding (superseded or dismissed)."
+    )
+    superseded_by: str | None = Field(
+        default=None, description="The id of the fact that replaced it."
+    )
 
 
 class FactsResponse(_FromStored):
     """The caller's facts, newest first."""
 
     facts: list[Fact]
+
+
+class FactIn(BaseModel):
+    """A fact to add by hand (``POST /v1/facts``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=2000, description="The fact, a sentence or two.")
+    kind: FactKindName = "other"
+    subject: str | None = Field(
+        default=None,
+        max_length=200,
+        description="What it is about ('home city'): a newer fact about the same subject "
+        "supersedes the older one.",
+    )
+
+
+class FactPatch(BaseModel):
+    """A change to a current fact (``PATCH /v1/facts/{id}``): its text, its kind, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = Field(default=None, min_length=1, max_length=2000)
+    kind: FactKindName | None = None
+
+
+class FactAdded(_FromStored):
+    """What adding a fact did."""
+
+    action: Literal["added", "same", "superseded"] = Field(
+        description="'same': the caller had this fact already (nothing stored)."
+    )
+    fact: Fact
+    replaced: Fact | None = None
 
 
 # -- the context preview ---------------------------------------------------------------------

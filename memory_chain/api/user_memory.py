@@ -1,34 +1,39 @@
-"""The caller's own data: who they are, their remembered facts, their export, their erasure.
+"""The caller's own data: who they are, their facts, their export, their erasure.
 
-``GET /v1/me`` and ``GET /v1/facts`` serve the memory browser (``/ui/``) and any client that
-wants to show what memory holds for its user. Facts are the user turns that asked to be
-remembered ("remember this"), as tier 3 filed them: searchable from every conversation of the
-user. A fact said a moment ago shows once the tier-3 backfill has embedded its turn (usually
-within a second). ``DELETE /v1/facts/{id}`` forgets one (the turn stays in its conversation).
+``GET /v1/me`` and the ``/v1/facts`` routes serve the memory browser (``/ui/``) and any client
+that shows or manages what memory knows about its user (:mod:`memory_chain.facts`): what the
+user asked to be remembered ("remember that ..."), what was added by hand, with their history.
+``GET /v1/facts`` lists the current ones (``?include=superseded&include=dismissed`` for the
+history); ``POST`` adds one (201; reconciled: the same fact again adds nothing, a newer value
+of the same subject supersedes the older); ``PATCH /v1/facts/{id}`` edits one (the id stays,
+the old text is kept as a superseded copy); ``DELETE`` dismisses one (it leaves every prompt,
+the history keeps it).
 
-``GET /v1/users/me/export`` streams every conversation of the caller in the JSON Lines format
-of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller from every tier (rows at
-once, vectors and facts through the tier-3 task queue, so also when the vector store is down).
+``GET /v1/users/me/export`` streams every conversation and fact of the caller in the JSON
+Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller from every
+tier (rows and facts at once, vectors through the tier-3 task queue, so also when the vector
+store is down).
 Every endpoint acts only on the calling user, as the API key (or user header) decides.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from memory_chain.api.deps import CurrentUser, MemoryDep, SettingsDep
-from memory_chain.api.models import FactsResponse, Me
+from memory_chain.api.models import Fact, FactAdded, FactIn, FactPatch, FactsResponse, Me
 from memory_chain.errors import FactNotFoundError
+from memory_chain.facts.model import FactDraft
 from memory_chain.schemas import ID_PATTERN
 
 router = APIRouter(prefix="/v1", tags=["users"])
 
-#: A fact's id: its conversation and the number of the turn that said it.
-FACT_ID = re.compile(f"(?P<conversation>{ID_PATTERN.pattern}):(?P<turn>[1-9][0-9]{{0,9}})")
+#: A fact's id.
+FACT_ID = Path(pattern="^[0-9a-f]{32}$", description="A fact's id from GET /v1/facts.")
+FactId = Annotated[str, FACT_ID]
 
 
 @router.get("/me", response_model=Me)
@@ -37,27 +42,64 @@ async def me(settings: SettingsDep, user: CurrentUser) -> Me:
     return Me(user_id=user, keys_required=settings.keys_required)
 
 
-@router.get("/facts", response_model=FactsResponse, responses={503: {"description": "Tier 3 off."}})
+@router.get("/facts", response_model=FactsResponse)
 def list_facts(
     memory: MemoryDep,
     user: CurrentUser,
+    include: Annotated[
+        list[Literal["superseded", "dismissed"]],
+        Query(description="Past facts too: 'superseded', 'dismissed' (repeat for both)."),
+    ] = [],  # noqa: B006 - FastAPI copies query defaults
     conversation_id: Annotated[
         str | None,
         Query(
             pattern=f"^{ID_PATTERN.pattern}$",
-            description="Only this conversation's facts (1-128 letters, digits and '._:@-').",
+            description="Only the facts learnt in this conversation.",
         ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=500, description="Most facts returned.")] = 100,
-    include_archived: Annotated[
-        bool, Query(description="Facts of archived conversations too.")
-    ] = False,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most facts returned.")] = 200,
 ) -> FactsResponse:
-    """The caller's remembered facts, newest first (never those of purged conversations)."""
-    found = memory.facts(
-        user, conversation_id=conversation_id, include_archived=include_archived, limit=limit
+    """The caller's current facts, newest first (and past ones, as asked)."""
+    found = memory.facts(user, include=include, conversation_id=conversation_id, limit=limit)
+    return FactsResponse(facts=[Fact.model_validate(f) for f in found])
+
+
+@router.post(
+    "/facts",
+    response_model=FactAdded,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": FactAdded, "description": "The caller had this fact already."}},
+)
+def add_fact(body: FactIn, memory: MemoryDep, user: CurrentUser, response: Response) -> FactAdded:
+    """Add a fact by hand (201); 200 with ``action: "same"`` when the caller has it already."""
+    change = memory.add_fact(
+        user, FactDraft(body.text, kind=body.kind, origin="api", subject=body.subject)
     )
-    return FactsResponse(facts=found)
+    if change.action == "same":
+        response.status_code = status.HTTP_200_OK
+    return FactAdded.model_validate(change)
+
+
+@router.get("/facts/{fact_id}", response_model=Fact, responses={404: {"description": "None."}})
+def get_fact(fact_id: FactId, memory: MemoryDep, user: CurrentUser) -> Fact:
+    """One of the caller's facts, whatever its status."""
+    found = memory.fact(user, fact_id)
+    if found is None:
+        raise FactNotFoundError(fact_id)
+    return Fact.model_validate(found)
+
+
+@router.patch(
+    "/facts/{fact_id}",
+    response_model=Fact,
+    responses={404: {"description": "No such current fact of the caller."}},
+)
+def edit_fact(fact_id: FactId, body: FactPatch, memory: MemoryDep, user: CurrentUser) -> Fact:
+    """Edit a current fact's text or kind (the old text stays in its history)."""
+    edited = memory.edit_fact(user, fact_id, text=body.text, kind=body.kind)
+    if edited is None:
+        raise FactNotFoundError(fact_id)
+    return Fact.model_validate(edited)
 
 
 @router.delete(
@@ -65,22 +107,9 @@ def list_facts(
     status_code=status.HTTP_204_NO_CONTENT,
     responses={404: {"description": "No such fact of the caller."}},
 )
-def delete_fact(
-    fact_id: Annotated[
-        str,
-        Path(
-            pattern=f"^{FACT_ID.pattern}$",
-            description="A fact's id from GET /v1/facts: '<conversation_id>:<turn_number>'.",
-        ),
-    ],
-    memory: MemoryDep,
-    user: CurrentUser,
-) -> Response:
-    """Forget a remembered fact: it is never offered again (the turn stays in its chat)."""
-    match = FACT_ID.fullmatch(fact_id)
-    if match is None:  # pragma: no cover - the path pattern checked it
-        raise FactNotFoundError(fact_id)
-    if not memory.dismiss_fact(user, match["conversation"], int(match["turn"])):
+def delete_fact(fact_id: FactId, memory: MemoryDep, user: CurrentUser) -> Response:
+    """Dismiss a fact: it leaves every prompt (its history keeps it). Idempotent."""
+    if memory.dismiss_fact(user, fact_id) is None:
         raise FactNotFoundError(fact_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -91,7 +120,7 @@ def delete_fact(
     responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSON Lines."}},
 )
 async def export_me(memory: MemoryDep, user: CurrentUser) -> StreamingResponse:
-    """Every conversation of the caller, one JSON object per line (``memory-chain export``).
+    """Every conversation and fact of the caller, one JSON object per line (as exported).
 
     The lines are read as they are sent (Starlette iterates them in its threadpool).
     """

@@ -1,7 +1,7 @@
 """The context budget: what of memory goes into a prompt that must fit the model's window.
 
 A prompt is the client's instructions (or a default persona) and memory's note, what memory
-found (the user's facts, the conversation's running summary, recalled items), the recent
+found (the user's current facts, the conversation's running summary, recalled items), the recent
 turns as messages, and the user's new message. It must leave room for the reply: the model
 reads ``window`` tokens in all, ``reserve`` of them the reply's.
 
@@ -49,7 +49,7 @@ MEMORY_NOTE = (
     "You have a long-term memory of your conversations with this user. Use what you remember "
     "when it helps; say so when you do not know."
 )
-FACTS_HEADING = "What the user asked you to remember:"
+FACTS_HEADING = "What you know about the user:"
 SUMMARY_HEADING = "Summary of this conversation so far:"
 MEMORIES_HEADING = "Relevant memories (most relevant first):"
 
@@ -347,7 +347,7 @@ def build_prompt(
     head_tokens, message_tokens = check_fits(budget, counter, head, message, model=model)
     fixed = head_tokens + message_tokens + 2 * MESSAGE_OVERHEAD + PROMPT_OVERHEAD
     filler = _Filler(counter, message)
-    facts = [item for item in context.items if item.kind == "fact"]
+    facts = list(context.facts)
     recalled = [item for item in context.items if item.kind != "fact"]
     cid = context.conversation_id
 

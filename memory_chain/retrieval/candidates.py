@@ -34,6 +34,7 @@ class Candidates:
         keyword: Whether keyword search answered.
         semantic: Whether semantic search answered.
         degraded: What failed, in words.
+        vector: The query as semantic search embedded it (``None`` if it did not run).
     """
 
     items: list[Candidate]
@@ -42,6 +43,7 @@ class Candidates:
     semantic: bool
     degraded: list[str] = field(default_factory=list)
     asks_when: bool = False
+    vector: list[float] | None = None
 
     def rank(self, weights: FusionWeights, limit: int) -> list[MemoryItem]:
         """The best ``limit`` items under ``weights``."""
@@ -89,16 +91,16 @@ def keyword_item(hit: KeywordHit) -> MemoryItem:
     )
 
 
-def vector_item(hit: VectorHit, *, fact: bool = False) -> MemoryItem:
-    """A tier-3 hit (a turn, or a remembered fact) as a memory item."""
-    return payload_item(hit.payload, hit.score, fact=fact)
+def vector_item(hit: VectorHit) -> MemoryItem:
+    """A tier-3 hit as a memory item."""
+    return payload_item(hit.payload, hit.score)
 
 
-def payload_item(payload: TurnPayload, score: float, *, fact: bool = False) -> MemoryItem:
-    """A tier-3 payload (a turn, or a remembered fact) as a memory item."""
+def payload_item(payload: TurnPayload, score: float) -> MemoryItem:
+    """A tier-3 payload as a memory item."""
     return MemoryItem(
-        tier="facts" if fact else "tier3",
-        kind="fact" if fact else "turn",
+        tier="tier3",
+        kind="turn",
         conversation_id=payload.conversation_id,
         content=payload.content,
         timestamp=payload.timestamp,

@@ -26,8 +26,9 @@ Fusion Functions for Hybrid Retrieval", 2023):
 Every number was chosen by leave-one-conversation-out cross-validation on LoCoMo
 conversations (``memory-chain eval locomo FILE --cross-validate``): each is the value most
 folds chose, and the figures held out from the tuning are in ``docs/retrieval.md``.
-Summaries are ranked by their keyword score (``a * bm25 / best summary bm25``), remembered
-facts by their cosine (``(1 - a) * cosine``).
+Summaries are ranked by their keyword score (``a * bm25 / best summary bm25``). The user's
+facts are not fused: the prompt has a section of its own for them
+(:meth:`memory_chain.facts.store.FactStore.profile`).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def score_candidates(
     """The fused score of each candidate (higher is better), in the order given.
 
     Args:
-        candidates: Turns, summaries and facts found for one query.
+        candidates: Turns and summaries found for one query.
         weights: The fusion's numbers.
         windows: Time windows the query names.
         asks_when: Whether the query asks when something happened.
@@ -161,9 +162,6 @@ def score_candidates(
         kind = candidate.item.kind
         if kind == "summary":
             scores.append(a * (candidate.keyword or 0.0) / best_summary if best_summary else 0.0)
-            continue
-        if kind == "fact":
-            scores.append(b * (candidate.cosine or 0.0))
             continue
         score = 0.0
         if keyword and best_turn > 0:

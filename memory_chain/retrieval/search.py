@@ -104,7 +104,6 @@ class RetrievalSettings:
         common_share: Query words found in at least this share of the searched turns are
             left out of the query that is embedded (see :func:`dense_query`).
         common_min_rows: Only scopes of at least this many turns have common words.
-        facts_k: Remembered facts (chat context only).
         max_items: Items in a chat's memory context.
         scope: Chat context from the ``"user"``'s conversations or only the
             ``"conversation"``.
@@ -123,7 +122,6 @@ class RetrievalSettings:
     window_k: int = 20
     common_share: float = 0.3
     common_min_rows: int = 50
-    facts_k: int = 3
     max_items: int = 40
     scope: Literal["user", "conversation"] = "user"
     mode: RetrievalMode = "hybrid"
@@ -133,10 +131,15 @@ class RetrievalSettings:
 
 @dataclass(frozen=True)
 class Found:
-    """Memory items for a query, best first, and what was degraded."""
+    """Memory items for a query, best first, what was degraded, and the query's vector.
+
+    ``vector`` is the query as semantic search embedded it (``None`` when it did not run),
+    for callers that rank more things by it (the user's facts).
+    """
 
     items: list[MemoryItem]
     degraded: list[str]
+    vector: list[float] | None = None
 
 
 class MemorySearch:
@@ -144,7 +147,7 @@ class MemorySearch:
 
     Args:
         store: Tier 2 (keyword search).
-        tier3: Tier 3 (semantic search, facts), or ``None``.
+        tier3: Tier 3 (semantic search), or ``None``.
         settings: Depths, mode and fusion weights.
     """
 
@@ -165,7 +168,6 @@ class MemorySearch:
         conversation_id: str | None = None,
         limit: int,
         exclude: Collection[TurnKey] = (),
-        facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
         tags: Collection[str] | None = None,
@@ -179,7 +181,6 @@ class MemorySearch:
             limit: Items to return.
             exclude: ``(conversation_id, turn_number)`` of turns to leave out (the recent
                 turns a chat already shows).
-            facts: Add the user's remembered facts as candidates.
             now: When relative time expressions ("last week") count from (default: now).
             include_archived: Search archived conversations too (a conversation named by
                 ``conversation_id`` is searched archived or not). Purged conversations are
@@ -195,12 +196,11 @@ class MemorySearch:
             user_id=user_id,
             conversation_id=conversation_id,
             exclude=exclude,
-            facts=facts,
             now=now,
             include_archived=include_archived,
             tags=tags,
         )
-        return Found(found.rank(self.settings.weights, limit), found.degraded)
+        return Found(found.rank(self.settings.weights, limit), found.degraded, found.vector)
 
     def gather(
         self,
@@ -209,7 +209,6 @@ class MemorySearch:
         user_id: str,
         conversation_id: str | None = None,
         exclude: Collection[TurnKey] = (),
-        facts: bool = False,
         now: datetime | None = None,
         include_archived: bool = False,
         tags: Collection[str] | None = None,
@@ -266,8 +265,7 @@ class MemorySearch:
                 found.semantic = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
-            if facts and found.semantic:
-                self._facts(tier3, vector, user_id, pool, found.degraded)
+            found.vector = vector
         self._keep_visible(pool, scope, found.degraded)
         return found
 
@@ -432,14 +430,3 @@ class MemorySearch:
                 pool.add(payload_item(payload, cosine), "tier3", cosine=cosine, keyword=keyword)
         for candidate in pool.turns():
             candidate.question_before = question_before(candidate, pool, known, cosines)
-
-    def _facts(
-        self, tier3: Tier3, vector: list[float], user_id: str, pool: Pool, degraded: list[str]
-    ) -> None:
-        try:
-            hits = tier3.search_facts(user_id, vector, self.settings.facts_k)
-        except MemoryChainError as exc:
-            degraded.append(f"user facts: {exc}")
-            return
-        for hit in hits:
-            pool.add(vector_item(hit, fact=True), "facts", cosine=hit.score)

@@ -1,14 +1,19 @@
-"""Conversations in and out of memory_chain as JSON Lines (``memory-chain export``/``import``).
+"""Conversations and facts in and out of memory_chain as JSON Lines (``export``/``import``).
 
 :mod:`.format` is the versioned line format; :mod:`.jsonl` reads and writes files with it.
 The file format is documented in ``docs/cli.md``.
 """
 
 from memory_chain.transfer.format import (
+    FACT_FORMAT,
+    FACT_VERSIONS,
     FORMAT,
     READABLE_VERSIONS,
     VERSION,
+    fact_from_json,
+    fact_to_json,
     format_timestamp,
+    line_from_json,
     record_from_json,
     record_to_json,
 )
@@ -23,6 +28,8 @@ from memory_chain.transfer.jsonl import (
 )
 
 __all__ = [
+    "FACT_FORMAT",
+    "FACT_VERSIONS",
     "FORMAT",
     "READABLE_VERSIONS",
     "VERSION",
@@ -31,8 +38,11 @@ __all__ = [
     "TransferReport",
     "atomic_text_file",
     "export_jsonl",
+    "fact_from_json",
+    "fact_to_json",
     "format_timestamp",
     "import_jsonl",
+    "line_from_json",
     "read_jsonl",
     "record_from_json",
     "record_to_json",

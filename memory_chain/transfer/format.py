@@ -1,10 +1,11 @@
-"""The JSON Lines format of ``memory-chain export`` / ``import``: one conversation per line.
+"""The JSON Lines format of ``memory-chain export`` / ``import``: conversations, then facts.
 
-One line per conversation, one JSON object per line, UTF-8. Every object says what it is
-(``"format": "memory-chain/conversation"``, ``"version": 1``), so files can be concatenated,
-and a reader refuses versions it does not know. Version 1::
+One JSON object per line, UTF-8: a conversation, or one fact a user's memory holds. Every
+object says what it is (``"format": "memory-chain/conversation"`` or ``"memory-chain/fact"``)
+and in which version (``"version": 2``), so files can be concatenated, and a reader refuses
+versions it does not know. A conversation line, in version 2 as in version 1::
 
-    {"format": "memory-chain/conversation", "version": 1,
+    {"format": "memory-chain/conversation", "version": 2,
      "conversation_id": "trip", "user_id": "ana", "status": "active",
      "created_at": "2026-05-01T09:00:00.000000Z", "last_message_at": "2026-05-01T09:05:00.000000Z",
      "turn_count": 2, "total_tokens": 140, "summary": "Ana plans a trip to Lisbon.",
@@ -15,14 +16,27 @@ and a reader refuses versions it does not know. Version 1::
      "summaries": [{"turn_range_start": 1, "turn_range_end": 2, "summary_text": "...",
                     "token_count": 12, "created_at": "2026-05-01T09:06:00.000000Z"}]}
 
+A fact line (new in version 2; every status, so superseded and dismissed facts keep the
+history; no vector, it is computed again)::
+
+    {"format": "memory-chain/fact", "version": 2, "id": "3f2b...e1", "user_id": "ana",
+     "text": "My seat is 14C.", "kind": "other", "origin": "explicit", "status": "current",
+     "subject": null, "conversation_id": "trip", "turns": [3, 3], "confidence": null,
+     "created_at": "2026-05-01T09:02:00.000000Z", "valid_from": "2026-05-01T09:02:00.000000Z",
+     "invalidated_at": null, "superseded_by": null}
+
 Timestamps are ISO 8601 in UTC with microseconds (``Z``; other offsets are converted, naive
 values are taken as UTC). ``tokens`` and ``token_count`` may be ``null``. An export holds
 exactly what tier 2 holds, so export → import into an empty database → export gives the
 same bytes. For files written by hand or by other tools, only ``format``, ``version``,
 ``conversation_id``, ``user_id``, ``turns`` and each turn's ``role`` and ``content`` are
-required; the rest default to what the store would have written (turn numbers 1..N, the
-import time, counters computed from the turns, status ``active``, no summaries). Unknown
-fields are refused, so that a typo does not silently drop data.
+required of a conversation; the rest default to what the store would have written (turn
+numbers 1..N, the import time, counters computed from the turns, status ``active``, no
+summaries). Of a fact, ``format``, ``version``, ``id``, ``user_id`` and ``text`` are required;
+the rest default to kind ``other``, origin ``api``, status ``current``, the import time
+(``created_at``; ``valid_from``: ``created_at``) and ``null``. Unknown fields are refused, so
+that a typo does not silently drop data. Version 1 files (conversations only) are read as
+they were.
 
 Example:
     >>> from memory_chain.transfer.format import record_from_json
@@ -39,6 +53,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus
 from memory_chain.schemas import (
     ROLES,
     ConversationInfo,
@@ -51,11 +66,16 @@ from memory_chain.schemas import (
 )
 from memory_chain.tiers.sql.transfer import ConversationRecord
 
-#: The ``format`` field of every line.
+#: The ``format`` field of a conversation's line.
 FORMAT = "memory-chain/conversation"
+#: The ``format`` field of a fact's line.
+FACT_FORMAT = "memory-chain/fact"
 #: The version this module writes; :data:`READABLE_VERSIONS` are the ones it reads.
-VERSION = 1
-READABLE_VERSIONS = frozenset({1})
+#: Version 2 added fact lines; its conversation lines are version 1's.
+VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
+#: The versions that have fact lines.
+FACT_VERSIONS = frozenset({2})
 
 _CONVERSATION_FIELDS = frozenset(
     {
@@ -77,6 +97,26 @@ _TURN_FIELDS = frozenset({"turn_number", "role", "content", "timestamp", "tokens
 _TOKEN_FIELDS = frozenset({"total", "prompt", "completion"})
 _SUMMARY_FIELDS = frozenset(
     {"turn_range_start", "turn_range_end", "summary_text", "token_count", "created_at"}
+)
+_FACT_FIELDS = frozenset(
+    {
+        "format",
+        "version",
+        "id",
+        "user_id",
+        "text",
+        "kind",
+        "origin",
+        "status",
+        "subject",
+        "conversation_id",
+        "turns",
+        "confidence",
+        "created_at",
+        "valid_from",
+        "invalidated_at",
+        "superseded_by",
+    }
 )
 _MAX_INT = 2**63 - 1
 
@@ -128,6 +168,30 @@ def record_to_json(record: ConversationRecord) -> dict[str, Any]:
             }
             for summary in record.summaries
         ],
+    }
+
+
+def fact_to_json(fact: Fact) -> dict[str, Any]:
+    """A fact as the JSON object of one line (without its vector)."""
+    return {
+        "format": FACT_FORMAT,
+        "version": VERSION,
+        "id": fact.id,
+        "user_id": fact.user_id,
+        "text": fact.text,
+        "kind": fact.kind,
+        "origin": fact.origin,
+        "status": fact.status,
+        "subject": fact.subject,
+        "conversation_id": fact.conversation_id,
+        "turns": list(fact.turns) if fact.turns is not None else None,
+        "confidence": fact.confidence,
+        "created_at": format_timestamp(fact.created_at),
+        "valid_from": format_timestamp(fact.valid_from),
+        "invalidated_at": (
+            format_timestamp(fact.invalidated_at) if fact.invalidated_at is not None else None
+        ),
+        "superseded_by": fact.superseded_by,
     }
 
 
@@ -231,8 +295,18 @@ def _last_message_at(obj: dict[str, Any], last_turn: datetime | None) -> datetim
     return None if value is None else _time(value, "last_message_at", utcnow())
 
 
+def _version(obj: dict[str, Any], readable: frozenset[int], what: str) -> None:
+    version = obj.get("version")
+    if type(version) is not int or version not in readable:
+        raise InvalidInputError(
+            f"format version {version!r} is not supported for {what} (this memory-chain reads "
+            f"version {', '.join(map(str, sorted(readable)))}): upgrade memory-chain, or "
+            "export again with this version"
+        )
+
+
 def record_from_json(value: object, *, now: datetime | None = None) -> ConversationRecord:
-    """Read one line's JSON object (see the module docstring for the format).
+    """Read one conversation line's JSON object (see the module docstring for the format).
 
     Args:
         value: The parsed JSON value.
@@ -252,13 +326,7 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
             f"format is {obj.get('format')!r}, expected {FORMAT!r}: is this a file written by "
             "`memory-chain export`?"
         )
-    version = obj.get("version")
-    if type(version) is not int or version not in READABLE_VERSIONS:
-        raise InvalidInputError(
-            f"format version {version!r} is not supported (this memory-chain reads version "
-            f"{', '.join(map(str, sorted(READABLE_VERSIONS)))}): upgrade memory-chain, or "
-            "export again with this version"
-        )
+    _version(obj, READABLE_VERSIONS, "conversations")
     _check_fields(obj, _CONVERSATION_FIELDS, "")
     cid = _str(obj.get("conversation_id"), "conversation_id") or ""
     turns = [_turn(t, i, cid, now) for i, t in enumerate(_list(obj.get("turns"), "turns"))]
@@ -285,11 +353,105 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
     return ConversationRecord(info, turns, summaries)
 
 
+def _turn_range(value: object) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    pair = _list(value, "turns")
+    if len(pair) != 2:
+        raise InvalidInputError(
+            f"turns must be [first, last] (two turn numbers) or null, got {len(pair)} values"
+        )
+    first = cast(int, _int(pair[0], "turns[0]"))
+    return first, cast(int, _int(pair[1], "turns[1]"))
+
+
+def _confidence(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(
+            f"confidence must be a number between 0 and 1 or null, got {value!r}"
+        )
+    return float(value)
+
+
+def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
+    """Read one fact line's JSON object (see the module docstring for the format).
+
+    Args:
+        value: The parsed JSON value.
+        now: The ``created_at`` of a fact that leaves it out (default: now).
+
+    Returns:
+        The fact; :func:`~memory_chain.tiers.sql.transfer.check_fact` checks it against the
+        store's rules.
+
+    Raises:
+        InvalidInputError: If the object is not a fact of a format version that has facts,
+            or a field has the wrong type; the message names the field.
+    """
+    now = now or utcnow()
+    obj = _object(value, "the line")
+    if obj.get("format") != FACT_FORMAT:
+        raise InvalidInputError(f"format is {obj.get('format')!r}, expected {FACT_FORMAT!r}")
+    _version(obj, FACT_VERSIONS, "facts")
+    _check_fields(obj, _FACT_FIELDS, "")
+    created_at = _time(obj.get("created_at"), "created_at", now)
+    invalidated_at = obj.get("invalidated_at")
+    return Fact(
+        id=_str(obj.get("id"), "id") or "",
+        user_id=_str(obj.get("user_id"), "user_id") or "",
+        text=_str(obj.get("text"), "text") or "",
+        kind=cast(FactKind, _str(obj.get("kind", "other"), "kind")),
+        origin=cast(FactOrigin, _str(obj.get("origin", "api"), "origin")),
+        status=cast(FactStatus, _str(obj.get("status", "current"), "status")),
+        created_at=created_at,
+        valid_from=_time(obj.get("valid_from"), "valid_from", created_at),
+        subject=_str(obj.get("subject"), "subject", optional=True),
+        conversation_id=_str(obj.get("conversation_id"), "conversation_id", optional=True),
+        turns=_turn_range(obj.get("turns")),
+        confidence=_confidence(obj.get("confidence")),
+        invalidated_at=(
+            None if invalidated_at is None else _time(invalidated_at, "invalidated_at", created_at)
+        ),
+        superseded_by=_str(obj.get("superseded_by"), "superseded_by", optional=True),
+    )
+
+
+def line_from_json(value: object, *, now: datetime | None = None) -> ConversationRecord | Fact:
+    """Read one line's JSON object, a conversation or a fact as its ``format`` says.
+
+    Args:
+        value: The parsed JSON value.
+        now: The time given to timestamps the object leaves out (default: now).
+
+    Returns:
+        The conversation (:func:`record_from_json`) or the fact (:func:`fact_from_json`).
+
+    Raises:
+        InvalidInputError: If the object is neither, or is malformed.
+    """
+    obj = _object(value, "the line")
+    if obj.get("format") == FACT_FORMAT:
+        return fact_from_json(obj, now=now)
+    if obj.get("format") != FORMAT:
+        raise InvalidInputError(
+            f"format is {obj.get('format')!r}, expected {FORMAT!r} or {FACT_FORMAT!r}: is this "
+            "a file written by `memory-chain export`?"
+        )
+    return record_from_json(obj, now=now)
+
+
 __all__ = [
+    "FACT_FORMAT",
+    "FACT_VERSIONS",
     "FORMAT",
     "READABLE_VERSIONS",
     "VERSION",
+    "fact_from_json",
+    "fact_to_json",
     "format_timestamp",
+    "line_from_json",
     "record_from_json",
     "record_to_json",
 ]

@@ -1,14 +1,25 @@
 "use strict";
 // The memory browser. Every call is one of memory_chain's documented endpoints:
 //   GET /v1/me, GET /v1/conversations, GET /v1/conversations/{id},
-//   GET /v1/conversations/{id}/turns, POST /v1/conversations/{id}/search, GET /v1/facts,
+//   GET /v1/conversations/{id}/turns, POST /v1/conversations/{id}/search,
 //   POST /v1/conversations/{id}/context (what the model will see), GET /v1/models,
-//   DELETE /v1/conversations/{id} (archive; ?purge=true removes it from every tier).
+//   DELETE /v1/conversations/{id} (archive; ?purge=true removes it from every tier),
+//   GET /v1/facts (?include=superseded&include=dismissed: the history), POST /v1/facts,
+//   PATCH /v1/facts/{id} (edit: the old text stays as a superseded copy),
+//   DELETE /v1/facts/{id} (dismiss: kept in the history).
 // The key is kept in this tab's sessionStorage only. Text from memory is always set as
 // textContent, never parsed as HTML.
 
 const $ = (selector) => document.querySelector(selector);
-const state = { conversation: null, nextAfter: null };
+const state = { conversation: null, nextAfter: null, factsLoad: 0 };
+
+// A fact's kinds (the API's FactKindName) and what its origins mean.
+const FACT_KINDS = ["preference", "biography", "relationship", "plan", "other"];
+const FACT_ORIGINS = {
+  extracted: "learnt from a conversation",
+  explicit: "asked to be remembered",
+  api: "added or edited by hand",
+};
 
 function credentials() {
   return {
@@ -65,6 +76,7 @@ async function connect() {
   showError(null);
   const me = await api("GET", "/v1/me");
   $("#whoami").textContent = `signed in as ${me.user_id}` + (me.keys_required ? "" : " (no keys)");
+  $("#facts-status").textContent = "";
   await Promise.all([loadConversations(), loadFacts(), loadModels()]);
 }
 
@@ -137,23 +149,170 @@ async function loadConversations() {
   }
 }
 
+// -- the remembered facts ---------------------------------------------------------------------
+
+function fillKinds(select, selected) {
+  select.replaceChildren();
+  for (const kind of FACT_KINDS) {
+    const option = element("option", "", kind);
+    option.value = kind;
+    select.append(option);
+  }
+  select.value = selected;
+  return select;
+}
+
+function factSource(fact) {
+  if (!fact.conversation_id) return "no conversation";
+  if (!fact.turns) return `from ${fact.conversation_id}`;
+  const [first, last] = fact.turns;
+  return `from ${fact.conversation_id} #${first === last ? first : `${first}\u2013${last}`}`;
+}
+
+// One fact: its text, kind, origin, source and dates; past ones marked with their status,
+// when they stopped holding and (superseded ones) the listed fact that replaced them.
+function factItem(fact, byId) {
+  const current = fact.status === "current";
+  const item = element("li", current ? "fact" : `fact past ${fact.status}`);
+  item.dataset.id = fact.id;
+  item.dataset.status = fact.status;
+  item.append(element("div", "text", fact.text));
+  const meta = element("div", "meta");
+  if (!current) meta.append(element("span", `badge ${fact.status}`, fact.status), " ");
+  const origin = element("span", "origin", fact.origin);
+  origin.title = FACT_ORIGINS[fact.origin] || "";
+  meta.append(
+    element("span", "kind", fact.kind), " · ", origin, " · ",
+    element("span", "source", factSource(fact)), " · ",
+    element("span", "since", `${current ? "since" : "from"} ${when(fact.valid_from)}`),
+  );
+  if (!current) meta.append(" · ", element("span", "until", `until ${when(fact.invalidated_at)}`));
+  item.append(meta);
+  if (fact.status === "superseded") {
+    const newer = byId.get(fact.superseded_by);
+    item.append(element("div", "replaced-by", newer ? `replaced by: ${newer.text}` : "replaced by a newer fact"));
+  }
+  if (current) {
+    const actions = element("div", "actions");
+    const edit = element("button", "edit", "Edit");
+    edit.type = "button";
+    edit.setAttribute("aria-label", `Edit "${fact.text}"`);
+    edit.addEventListener("click", () => editFact(item, fact));
+    const remove = element("button", "delete", "Delete");
+    remove.type = "button";
+    remove.setAttribute("aria-label", `Delete "${fact.text}"`);
+    remove.addEventListener("click", () => dismissFact(fact).catch(showError));
+    actions.append(edit, remove);
+    item.append(actions);
+  }
+  return item;
+}
+
 async function loadFacts() {
+  const ticket = ++state.factsLoad;
+  const history = $("#facts-history").checked;
+  const query = history ? "?include=superseded&include=dismissed&limit=1000" : "?limit=200";
   const list = $("#facts");
-  list.replaceChildren();
   let facts;
   try {
-    facts = (await api("GET", "/v1/facts?limit=100")).facts;
+    facts = (await api("GET", `/v1/facts${query}`)).facts;
   } catch (error) {
-    list.append(element("li", "note", `Facts unavailable: ${error.message}`));
+    if (ticket === state.factsLoad) {
+      list.replaceChildren(element("li", "note", `Facts unavailable: ${error.message}`));
+    }
     return;
   }
-  if (!facts.length) list.append(element("li", "note", 'Nothing yet: say "remember this" in a chat.'));
-  for (const fact of facts) {
-    const item = element("li");
-    item.append(element("div", "text", fact.content));
-    item.append(element("div", "meta", `${fact.conversation_id} #${fact.turn_number} · ${when(fact.timestamp)}`));
-    list.append(item);
+  if (ticket !== state.factsLoad) return; // a newer load (another toggle, a change) wins
+  const byId = new Map(facts.map((fact) => [fact.id, fact]));
+  const current = facts.filter((fact) => fact.status === "current");
+  const past = facts.filter((fact) => fact.status !== "current");
+  list.replaceChildren();
+  if (!current.length) {
+    list.append(element("li", "note", 'Nothing yet: say "remember this" in a chat, or add a fact above.'));
   }
+  for (const fact of current) list.append(factItem(fact, byId));
+  if (history) {
+    list.append(element("li", "divider note", past.length ? "History: no longer held" : "No history."));
+    for (const fact of past) list.append(factItem(fact, byId));
+  }
+}
+
+async function addFact(text, kind) {
+  showError(null);
+  const added = await api("POST", "/v1/facts", { text, kind });
+  $("#facts-status").textContent =
+    added.action === "same" ? `Already known: ${added.fact.text}`
+      : added.replaced ? `Added; it replaces: ${added.replaced.text}`
+        : `Added: ${added.fact.text}`;
+  $("#fact-text").value = "";
+  await loadFacts();
+}
+
+// Edit in place: the item becomes a form (text and kind) until it is saved or cancelled.
+function editFact(item, fact) {
+  showError(null);
+  const form = element("form", "edit-fact");
+  form.setAttribute("aria-label", "Edit fact");
+  const text = element("textarea");
+  text.value = fact.text;
+  text.rows = 2;
+  text.maxLength = 2000;
+  text.required = true;
+  text.setAttribute("aria-label", "Fact text");
+  const kind = fillKinds(element("select"), fact.kind);
+  kind.setAttribute("aria-label", "Fact kind");
+  const save = element("button", "", "Save");
+  save.type = "submit";
+  const cancel = element("button", "", "Cancel");
+  cancel.type = "button";
+  form.append(text, kind, save, cancel);
+  const view = Array.from(item.childNodes);
+  item.classList.add("editing");
+  item.replaceChildren(form);
+  const close = () => {
+    item.classList.remove("editing");
+    item.replaceChildren(...view);
+    item.querySelector("button.edit").focus();
+  };
+  cancel.addEventListener("click", close);
+  form.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      close();
+    }
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    save.disabled = true;
+    saveFact(fact, text.value.trim(), kind.value, close)
+      .catch(showError)
+      .finally(() => { save.disabled = false; });
+  });
+  text.focus();
+}
+
+async function saveFact(fact, text, kind, close) {
+  showError(null);
+  if (!text) throw new Error("A fact needs some text (or Cancel).");
+  const change = {};
+  if (text !== fact.text) change.text = text;
+  if (kind !== fact.kind) change.kind = kind;
+  if (!Object.keys(change).length) {
+    close();
+    return;
+  }
+  const edited = await api("PATCH", `/v1/facts/${encodeURIComponent(fact.id)}`, change);
+  $("#facts-status").textContent = `Saved: ${edited.text}`;
+  await loadFacts();
+}
+
+async function dismissFact(fact) {
+  showError(null);
+  const question = `Delete the fact "${fact.text}"? It leaves every prompt; the history keeps it, marked dismissed.`;
+  if (!(await confirmAction(question))) return;
+  await api("DELETE", `/v1/facts/${encodeURIComponent(fact.id)}`);
+  $("#facts-status").textContent = `Deleted: ${fact.text}`;
+  await loadFacts();
 }
 
 async function openConversation(id) {
@@ -274,6 +433,13 @@ function init() {
     });
   });
   $("#status-filter").addEventListener("change", () => loadConversations().catch(showError));
+  fillKinds($("#fact-kind"), "other");
+  $("#facts-history").addEventListener("change", () => loadFacts().catch(showError));
+  $("#add-fact").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("#fact-text").value.trim();
+    if (text) addFact(text, $("#fact-kind").value).catch(showError);
+  });
   $("#search").addEventListener("submit", (event) => {
     event.preventDefault();
     const query = $("#search-query").value.trim();

@@ -38,6 +38,7 @@ VICTIM, OTHERS = "victim", "others-conversation"
 SEED_MESSAGES = [
     "My cat Pixel likes tuna; 100% of budget_2024 goes to the vet -- really.",
     'She wrote "NEAR(cat tuna)" and {body context}: OR AND NOT * on a note.',
+    "Please remember this: my locker is number 7.",  # a fact for the facts routes
 ]
 OWNER_HEADERS = {"X-User-Id": OWNER}
 
@@ -64,7 +65,7 @@ def _chat(server: RunningServer, user: str, conversation: str, text: str) -> Non
 
 
 def snapshot(server: RunningServer) -> dict[str, Any]:
-    """Everything both users can read: their conversations, details and every turn."""
+    """Everything both users can read: their conversations, details, turns and facts."""
     state: dict[str, Any] = {}
     with httpx.Client(base_url=server.url, timeout=TIMEOUT) as http:
         for user in (OWNER, OTHER):
@@ -80,6 +81,11 @@ def snapshot(server: RunningServer) -> dict[str, Any]:
                 assert detail.status_code == 200, detail.text
                 assert turns.status_code == 200, turns.text
                 state[f"{user}/{cid}"] = {"detail": detail.json(), "turns": turns.json()}
+            facts = http.get(
+                "/v1/facts", params={"include": ["superseded", "dismissed"]}, headers=headers
+            )
+            assert facts.status_code == 200, facts.text
+            state[f"{user}/facts"] = facts.json()
     return state
 
 
@@ -103,7 +109,8 @@ class Target:
         _chat(server, OTHER, OTHERS, "Nothing to see here.")
         _wait_for_backfill(server)
         self.before = snapshot(server)
-        assert len(self.before[f"{OWNER}/{VICTIM}"]["turns"]["turns"]) == 4
+        assert len(self.before[f"{OWNER}/{VICTIM}"]["turns"]["turns"]) == 2 * len(SEED_MESSAGES)
+        assert len(self.before[f"{OWNER}/facts"]["facts"]) == 1
         self.contents = {t["content"] for t in self.before[f"{OWNER}/{VICTIM}"]["turns"]["turns"]}
 
     @property
@@ -590,32 +597,73 @@ def test_list_query_string_oddities(target: Target, query: str, status: int) -> 
 @pytest.mark.parametrize(
     ("fact_id", "status", "says"),
     [
-        ("no-turn-number", 422, "match pattern"),
-        (f"{VICTIM}:0", 422, "match pattern"),
-        (f"{VICTIM}:-1", 422, "match pattern"),
-        (f"{VICTIM}:1.5", 422, "match pattern"),
-        (f"{VICTIM}:99999999999", 422, "match pattern"),
-        (f":{1}", 422, "match pattern"),
-        ("%2e%2e:1", 422, "match pattern"),
-        (f"{'a' * 129}:1", 422, "match pattern"),
-        (f"{VICTIM}:2", 404, "GET /v1/facts"),  # a reply, not a fact
-        (f"{VICTIM}:99", 404, "GET /v1/facts"),
-        (f"{OTHERS}:1", 404, "GET /v1/facts"),  # another user's
+        (f"{VICTIM}:1", 422, "match pattern"),  # the ids of an older version
+        ("A" * 32, 422, "match pattern"),
+        ("a" * 31, 422, "match pattern"),
+        ("a" * 33, 422, "match pattern"),
+        ("%2e%2e", 422, "match pattern"),
+        ("0" * 32, 404, "GET /v1/facts"),
     ],
 )
-def test_bad_fact_ids(target: Target, fact_id: str, status: int, says: str) -> None:
-    response = _send(target, "DELETE", f"/v1/facts/{fact_id}")
+@pytest.mark.parametrize("method", ["GET", "PATCH", "DELETE"])
+def test_bad_fact_ids(target: Target, method: str, fact_id: str, status: int, says: str) -> None:
+    body = b'{"text": "a new text"}' if method == "PATCH" else None
+    headers = {"Content-Type": "application/json"} if body else {}
+    response = _send(target, method, f"/v1/facts/{fact_id}", body, **headers)
     assert response.status_code == status, response.text[:300]
     assert says in client_error(response)
 
 
 @pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"{}", "text"),
+        (b'{"text": ""}', "text"),
+        (b'{"text": "   "}', "must not be empty"),
+        (b'{"text": 5}', "text"),
+        (b'{"text": "' + b"x" * 2001 + b'"}', "text"),
+        (b'{"text": "ok", "kind": "gossip"}', "kind"),
+        (b'{"text": "ok", "owner": "someone-else"}', "owner"),
+        (b'{"text": "ok", "subject": "' + b"s" * 201 + b'"}', "subject"),
+        (b"not json", "JSON"),
+        (b'["a list"]', "object"),
+    ],
+)
+def test_bad_new_facts(target: Target, body: bytes, says: str) -> None:
+    response = _send(target, "POST", "/v1/facts", body, **{"Content-Type": "application/json"})
+    assert response.status_code in (400, 422), response.text[:300]
+    client_error(response)
+    assert says.lower() in response.text.lower()  # the message, or the field it names
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"{}", "text"),
+        (b'{"text": null, "kind": null}', "text"),
+        (b'{"kind": "gossip"}', "kind"),
+        (b'{"text": ""}', "text"),
+        (b'{"text": "ok", "status": "current"}', "status"),
+    ],
+)
+def test_bad_fact_edits(target: Target, body: bytes, says: str) -> None:
+    with httpx.Client(timeout=TIMEOUT) as http:
+        listed = http.get(f"{target.url}/v1/facts", headers=OWNER_HEADERS).json()["facts"]
+    assert listed, "the owner has a fact to edit"
+    path = f"/v1/facts/{listed[0]['id']}"
+    response = _send(target, "PATCH", path, body, **{"Content-Type": "application/json"})
+    assert response.status_code in (400, 422), response.text[:300]
+    client_error(response)
+    assert says.lower() in response.text.lower()  # the message, or the field it names
+
+
+@pytest.mark.parametrize(
     "query",
     [
-        "include_archived=maybe",
-        "include_archived=",
+        "include=current",
+        "include=everything",
         "limit=0",
-        "limit=501",
+        "limit=1001",
         "conversation_id=..%2Fetc",
         "conversation_id=%00",
     ],

@@ -48,6 +48,8 @@ OWNER = {"Authorization": f"Bearer {OWNER_KEY}"}
 FUZZER = {"Authorization": f"Bearer {FUZZER_KEY}"}
 SEED = "fuzz-seed"
 FUZZER_OWN = "fuzzer-own"
+#: The id of the fuzzer's own fact (filled when the server is seeded).
+OWN_FACT: list[str] = []
 TIMEOUT = 300.0
 MAX_REQUEST_BYTES = 262_144
 
@@ -102,8 +104,16 @@ def _snapshot(server: RunningServer) -> dict[str, Any]:
     info = httpx.get(base, headers=OWNER, timeout=30)
     assert turns.status_code == 200, turns.text
     assert info.status_code == 200, info.text
+    facts = httpx.get(
+        f"{server.url}/v1/facts",
+        params={"include": ["superseded", "dismissed"]},
+        headers=OWNER,
+        timeout=30,
+    )
+    assert facts.status_code == 200, facts.text
     detail = info.json()
     return {
+        "facts": facts.json()["facts"],
         "turns": turns.json()["turns"],
         "status": detail["status"],
         "turn_count": detail["turn_count"],
@@ -117,8 +127,11 @@ def seeded(server: RunningServer) -> dict[str, Any]:
     _chat(server, OWNER, SEED, "My cat Pixel likes tuna; DROP everything else from the list.")
     _chat(server, OWNER, SEED, "Remember: 100% of the budget_2024 goes to LIKE-minded folks.")
     _chat(server, FUZZER, FUZZER_OWN, "Please remember this: the fuzzer says hello.")
+    own = httpx.get(f"{server.url}/v1/facts", headers=FUZZER, timeout=30).json()["facts"]
+    OWN_FACT[:] = [fact["id"] for fact in own]
     snapshot = _snapshot(server)
     assert snapshot["turn_count"] == 4
+    assert len(snapshot["facts"]) == 1  # the owner's "Remember: ..."
     return snapshot
 
 
@@ -149,8 +162,8 @@ def _aim_at_own_conversation(case: Any, aim: bool) -> None:
         return
     if "conversation_id" in (case.path_parameters or {}):
         case.path_parameters["conversation_id"] = FUZZER_OWN
-    if "fact_id" in (case.path_parameters or {}):
-        case.path_parameters["fact_id"] = f"{FUZZER_OWN}:1"  # the fuzzer's "remember this"
+    if "fact_id" in (case.path_parameters or {}) and OWN_FACT:
+        case.path_parameters["fact_id"] = OWN_FACT[0]  # the fuzzer's "remember this"
     body = case.body
     if isinstance(body, dict) and case.path.startswith("/memory/"):
         config = body.get("config")
@@ -273,7 +286,10 @@ def test_search_metacharacters_are_plain_text(server: RunningServer, query: str)
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["degraded"] == []
-    stored = {turn["content"] for turn in _snapshot(server)["turns"]}
+    snapshot = _snapshot(server)
+    stored = {turn["content"] for turn in snapshot["turns"]}
+    # The owner's "Remember: ..." consolidates at once: its summary is stored too.
+    stored |= {summary["summary_text"] for summary in snapshot["summaries"]}
     for hit in body["results"]:
         assert hit["content"] in stored
         # A keyword (tier 2) hit must share a word with the query: wildcards stay literal.

@@ -3,8 +3,10 @@
 A ``memory-chain serve`` process with API keys for Ana and Bob and the fake Ollama as its
 model. Ana's memory is filled through the API (turns, one "remember this", a consolidation);
 then ``tests/browser/memory_browser.js`` opens the page, is asked for a key, connects with a
-wrong one and then Ana's, opens a conversation, searches it, reads the facts, archives a
-conversation (cancelling once) and purges it. The assertions check the page against the API.
+wrong one and then Ana's, reads the facts, opens a conversation, searches it, previews a
+prompt, archives a conversation (cancelling once) and purges it; then it adds a fact through
+the form, edits it, deletes the remembered one and shows the facts' history. The assertions
+check the page against the API.
 The new routes' bad input is checked in process.
 """
 
@@ -20,6 +22,7 @@ import pytest
 
 from memory_chain.api import create_app
 from memory_chain.config import MemorySettings
+from memory_chain.facts.intent import parse_intent
 from tests import browsers
 from tests.faults.fake_llm import FakeOllama
 from tests.servers import RunningServer, server_env
@@ -34,6 +37,17 @@ TRIP = [
     ("assistant", "Noted: seat 14C."),
 ]
 RECIPES = [("user", "A soup with leeks and potatoes."), ("assistant", "Noted: leek soup.")]
+
+
+def _filed(message: str) -> str:
+    """The fact a "remember this" message files (its words without the request)."""
+    intent = parse_intent(message)
+    assert intent is not None, message
+    return intent.text
+
+
+SEAT = _filed(TRIP[2][1])
+NEW_FACT, EDITED_FACT = "My favourite tea is green tea.", "My favourite tea is jasmine tea."
 
 
 def _call(server: RunningServer, method: str, path: str, key: str = ANA, **kwargs: Any) -> Any:
@@ -79,8 +93,18 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
         "query": "Lisbon",
         "remove": "recipes",
         "preview": "When do we fly to Lisbon?",
+        "newFact": NEW_FACT,
+        "newKind": "preference",
+        "editedFact": EDITED_FACT,
+        "editedKind": "plan",
+        "dismiss": SEAT,
         "screenshotDir": str(tmp_path),
     }
+    # The facts before the page changes them: the remembered seat only.
+    seeded = _call(server, "GET", "/v1/facts")["facts"]
+    assert [f["text"] for f in seeded] == [SEAT]
+    assert "14C" in SEAT
+    assert "remember" not in SEAT
     # The API's answer to the page's search, asked on the same stored corpus: the page purges a
     # conversation after it searches, and BM25's corpus statistics (so the fused scores) change.
     api = _call(server, "POST", "/v1/conversations/trip/search", json={"query": "Lisbon", "k": 10})
@@ -103,7 +127,15 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     assert "active" in listed["trip"]
     assert "4 turns" in listed["trip"]
     assert "2 turns" in listed["recipes"]
-    assert connected["facts"] == [TRIP[2][1]]
+    assert connected["facts"] == [SEAT]
+    [seat] = connected["factItems"]
+    assert seat["id"] == seeded[0]["id"]
+    assert seat["status"] == "current"
+    assert (seat["kind"], seat["origin"]) == (seeded[0]["kind"], seeded[0]["origin"])
+    assert seat["source"].startswith("from trip #")  # the conversation and turn it came from
+    assert seat["since"].startswith("since ")
+    assert (seat["badge"], seat["until"], seat["replacedBy"]) == (None, None, None)
+    assert seat["buttons"] == ["Edit", "Delete"]
 
     # A conversation: its turns, its range summary and its running summary, as stored.
     detail = _call(server, "GET", "/v1/conversations/trip")
@@ -165,6 +197,84 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     assert [c["conversation_id"] for c in _call(server, "GET", "/v1/conversations", BOB)] == [
         "bobs-plans"
     ]
+
+    # The facts, as the API has them once the page is done: the edited fact is current, its
+    # old text superseded by it, the remembered seat dismissed.
+    history = _call(server, "GET", "/v1/facts?include=superseded&include=dismissed")["facts"]
+    by_id = {f["id"]: f for f in history}
+    current = _call(server, "GET", "/v1/facts")["facts"]
+
+    # Added through the form: listed first (newest), as added by hand; the form is cleared.
+    added = report["factAdded"]
+    assert added["status"] == f"Added: {NEW_FACT}"
+    assert added["input"] == ""
+    assert [(f["text"], f["status"]) for f in added["listed"]] == [
+        (NEW_FACT, "current"),
+        (SEAT, "current"),
+    ]
+    assert (added["listed"][0]["kind"], added["listed"][0]["origin"]) == ("preference", "api")
+    assert added["listed"][0]["source"] == "no conversation"
+    assert added["id"] in by_id
+    # The same fact again adds nothing.
+    again = report["factAgain"]
+    assert again["status"] == f"Already known: {NEW_FACT}"
+    assert [f["id"] for f in again["listed"]] == [f["id"] for f in added["listed"]]
+
+    # Edited in place: cancelling keeps the text; saving keeps the id, with the new text and kind.
+    edited = report["factEdited"]
+    assert edited["editor"] == {"text": NEW_FACT, "kind": "preference"}
+    assert edited["afterCancel"] == NEW_FACT
+    assert edited["id"] == added["id"]
+    assert edited["status"] == f"Saved: {EDITED_FACT}"
+    assert [(f["text"], f["kind"]) for f in edited["listed"]] == [
+        (EDITED_FACT, "plan"),
+        (SEAT, seeded[0]["kind"]),
+    ]
+    fact = by_id[added["id"]]
+    assert (fact["text"], fact["kind"], fact["status"]) == (EDITED_FACT, "plan", "current")
+    [old] = [f for f in history if f["text"] == NEW_FACT]
+    assert (old["status"], old["superseded_by"], old["kind"]) == (
+        "superseded",
+        added["id"],
+        "preference",
+    )
+    assert old["invalidated_at"] is not None
+
+    # Deleted: asked first (cancelling keeps it), then dismissed, kept in the history.
+    deleted = report["factDeleted"]
+    assert deleted["id"] == seeded[0]["id"]
+    assert "Delete" in deleted["question"]
+    assert SEAT in deleted["question"]
+    assert deleted["id"] in [f["id"] for f in deleted["afterCancel"]]
+    assert [f["id"] for f in deleted["afterConfirm"]] == [added["id"]]
+    assert deleted["status"] == f"Deleted: {SEAT}"
+    assert by_id[deleted["id"]]["status"] == "dismissed"
+    assert by_id[deleted["id"]]["invalidated_at"] is not None
+    assert [f["id"] for f in current] == [added["id"]]
+
+    # The history: the API's facts, current ones first, past ones marked with their status,
+    # when they stopped holding and (superseded ones) the text that replaced them.
+    shown_history = report["factHistory"]
+    in_order = [f for f in history if f["status"] == "current"] + [
+        f for f in history if f["status"] != "current"
+    ]
+    assert [(f["id"], f["status"], f["text"]) for f in shown_history] == [
+        (f["id"], f["status"], f["text"]) for f in in_order
+    ]
+    shown = {f["id"]: f for f in shown_history}
+    was = shown[old["id"]]
+    assert (was["badge"], was["replacedBy"]) == ("superseded", f"replaced by: {EDITED_FACT}")
+    assert was["until"].startswith("until ")
+    assert was["buttons"] == []
+    dismissed = shown[deleted["id"]]
+    assert (dismissed["badge"], dismissed["replacedBy"]) == ("dismissed", None)
+    assert dismissed["until"].startswith("until ")
+    assert dismissed["buttons"] == []
+    assert shown[added["id"]]["badge"] is None
+    assert shown[added["id"]]["buttons"] == ["Edit", "Delete"]
+    # Hidden again: the current facts only.
+    assert [f["id"] for f in report["factsWithoutHistory"]] == [added["id"]]
+
     for shot in report["screenshots"]:
         assert Path(shot).stat().st_size > 0
 
@@ -194,7 +304,7 @@ async def client(tmp_path: Path) -> Any:
     ("path", "fix"),
     [
         ("/v1/facts?limit=0", "greater than or equal to 1"),
-        ("/v1/facts?limit=9999", "less than or equal to 500"),
+        ("/v1/facts?limit=9999", "less than or equal to 1000"),
         ("/v1/facts?limit=many", "valid integer"),
         ("/v1/facts?conversation_id=no%20spaces!", "match pattern"),
     ],

@@ -112,7 +112,7 @@ def test_a_scrape_after_chats_shows_each_tier_model_and_queue(
     assert _value(samples, "memory_chain_stored_rows", table="conversation_turns") == 6
     assert _value(samples, "memory_chain_stored_rows", table="conversations") == 1
     assert _value(samples, "memory_chain_vector_points", collection="conversation_memory") == 6
-    assert _value(samples, "memory_chain_vector_points", collection="user_facts") == 1
+    assert _value(samples, "memory_chain_stored_rows", table="facts") == 1
     assert _value(samples, "memory_chain_info", tier2="sqlite") == 1
 
 

@@ -7,11 +7,13 @@ from datetime import UTC, datetime
 
 from memory_chain.api.models import (
     ConversationDetail,
+    Fact,
     FactsResponse,
     SearchResponse,
     TurnOut,
     TurnsPage,
 )
+from memory_chain.facts.model import Fact as StoredFact
 from memory_chain.schemas import (
     ConversationInfo,
     MemoryItem,
@@ -19,7 +21,6 @@ from memory_chain.schemas import (
     TokenUsage,
     Turn,
 )
-from memory_chain.tiers.vectors.index import TurnPayload
 
 AT = datetime(2025, 5, 3, 9, 30, tzinfo=UTC)
 
@@ -65,9 +66,24 @@ def test_search_hits_keep_their_sources_and_range() -> None:
     assert hit["sources"] == ["keyword", "semantic"]
 
 
-def test_a_facts_id_names_its_conversation_and_turn() -> None:
-    fact = TurnPayload("trip", "ana", 7, "user", "Remember: the code is 4711.", AT)
-    body = FactsResponse(facts=[fact]).model_dump(mode="json")
-    assert body["facts"][0]["id"] == "trip:7"
-    assert body["facts"][0]["content"] == "Remember: the code is 4711."
-    assert "user_id" not in body["facts"][0]
+def test_a_fact_is_shown_with_its_history_fields_and_without_its_vector() -> None:
+    fact = StoredFact(
+        id="a" * 32,
+        user_id="ana",
+        text="the code is 4711.",
+        kind="other",
+        origin="explicit",
+        status="superseded",
+        created_at=AT,
+        valid_from=AT,
+        conversation_id="trip",
+        turns=(7, 7),
+        invalidated_at=AT,
+        superseded_by="b" * 32,
+    )
+    body = FactsResponse(facts=[Fact.model_validate(fact)]).model_dump(mode="json")
+    shown = body["facts"][0]
+    assert (shown["id"], shown["text"], shown["turns"]) == ("a" * 32, "the code is 4711.", [7, 7])
+    assert (shown["status"], shown["superseded_by"]) == ("superseded", "b" * 32)
+    assert "user_id" not in shown
+    assert "embedding" not in shown

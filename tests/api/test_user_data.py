@@ -1,9 +1,10 @@
-"""A user's own data through the API: export it, list and forget facts, erase oneself.
+"""A user's own data through the API: export it, manage facts, erase oneself.
 
 A ``memory-chain serve`` process with API keys for ana and bob, the embedded stores and the
 fake Ollama. Every route acts only on the key's user: ana's export holds her conversations
-(the same lines as ``memory-chain export --user ana``), a fact id of bob's is not found for
-ana, and bob erasing himself leaves ana's memory whole, in every tier.
+and facts (the same lines as ``memory-chain export --user ana``), her facts are listed,
+added, edited and dismissed with their history, a fact id of bob's is not found for ana, and
+bob erasing himself leaves ana's memory whole, in every tier.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def test_every_new_route_needs_a_key(server: RunningServer) -> None:
         ("GET", "/v1/users/me/export"),
         ("DELETE", "/v1/users/me"),
         ("GET", "/v1/facts"),
-        ("DELETE", "/v1/facts/trip:3"),
+        ("POST", "/v1/facts"),
+        ("PATCH", f"/v1/facts/{'a' * 32}"),
+        ("DELETE", f"/v1/facts/{'a' * 32}"),
     ]:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
             response = httpx.request(method, server.url + path, headers=headers, timeout=30)
@@ -102,7 +105,10 @@ def test_export_streams_the_callers_conversations_as_the_cli_exports_them(
     assert exported.status_code == 200, exported.text
     assert exported.headers["content-type"].startswith("application/x-ndjson")
     assert "attachment" in exported.headers["content-disposition"]
-    lines = [json.loads(line) for line in exported.text.splitlines()]
+    everything = [json.loads(line) for line in exported.text.splitlines()]
+    lines = [line for line in everything if line["format"] == "memory-chain/conversation"]
+    facts = [line for line in everything if line["format"] == "memory-chain/fact"]
+    assert [(fact["user_id"], fact["text"]) for fact in facts] == [("ana", "my seat is 14C.")]
     assert [(line["user_id"], line["conversation_id"]) for line in lines] == [
         ("ana", "trip"),
         ("ana", "work"),
@@ -117,23 +123,71 @@ def test_export_streams_the_callers_conversations_as_the_cli_exports_them(
     assert result.stdout.decode("utf-8") == exported.text
 
 
-def test_facts_are_the_callers_and_can_be_forgotten(server: RunningServer) -> None:
+def test_facts_are_the_callers_with_their_history(server: RunningServer) -> None:
     with httpx.Client(base_url=server.url, timeout=60) as http:
-        (fact,) = _facts(http, ANA)
-        assert fact["id"] == "trip:3"
-        assert fact["content"] == ANA_TRIP[2][1]
+        (seat,) = _facts(http, ANA)  # "Please remember this: my seat is 14C."
+        assert (seat["text"], seat["origin"], seat["status"]) == (
+            "my seat is 14C.",
+            "explicit",
+            "current",
+        )
+        assert (seat["conversation_id"], seat["turns"]) == ("trip", [3, 3])
         (bobs,) = _facts(http, BOB)
-        assert bobs["id"] == "notes:1"
-        # Another user's fact, a turn that is not a fact, a turn that does not exist: 404.
-        for fact_id in ("notes:1", "trip:1", "trip:99", "nowhere:1"):
-            response = http.delete(f"/v1/facts/{fact_id}", headers=ANA)
-            assert response.status_code == 404, (fact_id, response.text)
-            assert "GET /v1/facts" in response.json()["detail"]
-        assert http.delete("/v1/facts/trip:3", headers=ANA).status_code == 204
-        assert _facts(http, ANA) == []
-        assert http.delete("/v1/facts/trip:3", headers=ANA).status_code == 204  # idempotent
-        assert [f["id"] for f in _facts(http, BOB)] == ["notes:1"]
-        # The turn stays in its conversation; only its being a fact is gone.
+        # Another user's fact, and one that does not exist: 404, for every verb.
+        for fact_id in (bobs["id"], "0" * 32):
+            for method, body in (("GET", None), ("PATCH", {"text": "x"}), ("DELETE", None)):
+                response = http.request(method, f"/v1/facts/{fact_id}", json=body, headers=ANA)
+                assert response.status_code == 404, (method, response.text)
+                assert "GET /v1/facts" in response.json()["detail"]
+
+        # Added by hand: 201; the same again adds nothing (200, "same").
+        added = http.post(
+            "/v1/facts", json={"text": "I live in Porto.", "subject": "home city"}, headers=ANA
+        )
+        assert added.status_code == 201, added.text
+        porto = added.json()["fact"]
+        assert (added.json()["action"], porto["origin"], porto["kind"]) == ("added", "api", "other")
+        again = http.post("/v1/facts", json={"text": "i live in porto"}, headers=ANA)
+        assert (again.status_code, again.json()["action"]) == (200, "same")
+        assert again.json()["fact"]["id"] == porto["id"]
+        # A newer value of the same subject supersedes it, and it leaves the current list.
+        moved = http.post(
+            "/v1/facts",
+            json={"text": "I live in Berlin.", "subject": "Home city", "kind": "biography"},
+            headers=ANA,
+        )
+        assert (moved.status_code, moved.json()["action"]) == (201, "superseded")
+        berlin = moved.json()["fact"]
+        assert moved.json()["replaced"]["id"] == porto["id"]
+        assert {f["text"] for f in _facts(http, ANA)} == {"my seat is 14C.", "I live in Berlin."}
+
+        # Edited: same id, new text; the old text stays as history.
+        edited = http.patch(
+            f"/v1/facts/{seat['id']}", json={"text": "My seat is 15A."}, headers=ANA
+        )
+        assert edited.status_code == 200, edited.text
+        assert (edited.json()["id"], edited.json()["text"]) == (seat["id"], "My seat is 15A.")
+        # Dismissed: 204, twice; gone from the current list, kept in the history.
+        assert http.delete(f"/v1/facts/{berlin['id']}", headers=ANA).status_code == 204
+        assert http.delete(f"/v1/facts/{berlin['id']}", headers=ANA).status_code == 204
+        assert [f["text"] for f in _facts(http, ANA)] == ["My seat is 15A."]
+        history = http.get(
+            "/v1/facts", params={"include": ["superseded", "dismissed"]}, headers=ANA
+        ).json()["facts"]
+        past = {
+            (f["text"], f["status"], f["superseded_by"])
+            for f in history
+            if f["status"] != "current"
+        }
+        assert past == {
+            ("my seat is 14C.", "superseded", seat["id"]),
+            ("I live in Porto.", "superseded", berlin["id"]),
+            ("I live in Berlin.", "dismissed", None),
+        }
+        assert all(f["invalidated_at"] for f in history if f["status"] != "current")
+        assert http.get(f"/v1/facts/{berlin['id']}", headers=ANA).json()["status"] == "dismissed"
+        # Bob's facts are untouched; the turn that said ana's stays in its conversation.
+        assert [f["id"] for f in _facts(http, BOB)] == [bobs["id"]]
         turns = http.get("/v1/conversations/trip/turns", headers=ANA).json()["turns"]
         assert [(t["role"], t["content"]) for t in turns] == ANA_TRIP
 

@@ -4,11 +4,15 @@
 //
 //   node memory_browser.js '{"baseUrl": "...", "chromium": "...", "key": "...",
 //     "wrongKey": "...", "conversation": "trip", "query": "Lisbon", "remove": "recipes",
-//     "screenshotDir": "/tmp/x"}'
+//     "preview": "...", "newFact": "...", "newKind": "preference", "editedFact": "...",
+//     "editedKind": "plan", "dismiss": "<a current fact's text>", "screenshotDir": "/tmp/x"}'
 //
-// Steps: open the page (it asks for a key); connect with a wrong key, then the right one;
-// open a conversation (turns, range summaries, running summary); search it; read the
-// remembered facts; archive another conversation (cancel once, then confirm); purge it.
+// Steps: open the page (it asks for a key); connect with a wrong key, then the right one
+// (reading the remembered facts); open a conversation (turns, range summaries, running
+// summary); search it; preview what the model will see; archive another conversation
+// (cancel once, then confirm); purge it. Then the facts: add one through the form (and the
+// same one again), edit it (cancel once, then save a new text and kind), delete another
+// (cancel once, then confirm), show the history, hide it again.
 
 const { main } = require("./common");
 
@@ -30,6 +34,42 @@ async function conversations(page) {
       meta: li.querySelector(".meta").innerText,
     })),
   );
+}
+
+// The facts panel's items as shown.
+async function facts(page) {
+  return page.evaluate(() =>
+    Array.from(document.querySelectorAll("#facts li[data-id]")).map((li) => {
+      const text = (selector) => li.querySelector(selector)?.innerText ?? null;
+      return {
+        id: li.dataset.id,
+        status: li.dataset.status,
+        text: text(".text"),
+        kind: text(".kind"),
+        origin: text(".origin"),
+        source: text(".source"),
+        since: text(".since"),
+        until: text(".until"),
+        badge: text(".badge"),
+        replacedBy: text(".replaced-by"),
+        buttons: Array.from(li.querySelectorAll("button")).map((b) => b.innerText),
+      };
+    }),
+  );
+}
+
+// Waits until the facts panel lists a fact with this exact text and status; its id.
+async function waitForFact(page, text, status = "current") {
+  const found = await page.waitForFunction(
+    ([wanted, wantedStatus]) => {
+      const item = Array.from(document.querySelectorAll("#facts li[data-id]")).find(
+        (li) => li.dataset.status === wantedStatus && li.querySelector(".text")?.textContent === wanted,
+      );
+      return item ? item.dataset.id : null;
+    },
+    [text, status],
+  );
+  return found.jsonValue();
 }
 
 async function openConversation(page, id) {
@@ -70,6 +110,7 @@ main(async ({ page, options, report, screenshot }) => {
     errorHidden: await page.locator("#error").isHidden(),
     conversations: await conversations(page),
     facts: await texts(page, "#facts li .text"),
+    factItems: await facts(page),
   };
 
   report.step = "open a conversation";
@@ -144,4 +185,81 @@ main(async ({ page, options, report, screenshot }) => {
     options.remove,
   );
   report.purge = { question: purgeQuestion, listed: await conversations(page) };
+
+  report.step = "add a fact";
+  await page.locator("#fact-text").fill(options.newFact);
+  await page.getByRole("combobox", { name: "Kind of the new fact" }).selectOption(options.newKind);
+  await page.getByRole("button", { name: "Add fact", exact: true }).click();
+  const added = await waitForFact(page, options.newFact);
+  report.factAdded = {
+    id: added,
+    status: await page.locator("#facts-status").innerText(),
+    input: await page.locator("#fact-text").inputValue(),
+    listed: await facts(page),
+  };
+
+  report.step = "add the same fact again";
+  await page.locator("#fact-text").fill(options.newFact);
+  await page.getByRole("button", { name: "Add fact", exact: true }).click();
+  await page.waitForFunction(() =>
+    document.querySelector("#facts-status").textContent.startsWith("Already known"),
+  );
+  report.factAgain = {
+    status: await page.locator("#facts-status").innerText(),
+    listed: await facts(page),
+  };
+
+  report.step = "edit the fact (cancel, then save)";
+  const item = page.locator(`#facts li[data-id='${added}']`);
+  await item.getByRole("button", { name: `Edit "${options.newFact}"`, exact: true }).click();
+  const form = item.getByRole("form", { name: "Edit fact" });
+  const editor = {
+    text: await form.getByRole("textbox", { name: "Fact text" }).inputValue(),
+    kind: await form.getByRole("combobox", { name: "Fact kind" }).inputValue(),
+  };
+  await form.getByRole("textbox", { name: "Fact text" }).fill("not saved");
+  await form.getByRole("button", { name: "Cancel", exact: true }).click();
+  await item.locator(".text").waitFor();
+  const editCancelled = await item.locator(".text").innerText();
+  await item.getByRole("button", { name: `Edit "${options.newFact}"`, exact: true }).click();
+  await form.getByRole("textbox", { name: "Fact text" }).fill(options.editedFact);
+  await form.getByRole("combobox", { name: "Fact kind" }).selectOption(options.editedKind);
+  await form.getByRole("button", { name: "Save", exact: true }).click();
+  const edited = await waitForFact(page, options.editedFact);
+  report.factEdited = {
+    editor,
+    afterCancel: editCancelled,
+    id: edited,
+    status: await page.locator("#facts-status").innerText(),
+    listed: await facts(page),
+  };
+
+  report.step = "delete a fact (cancel, then confirm)";
+  const doomed = await waitForFact(page, options.dismiss);
+  const deleteButton = `#facts li[data-id='${doomed}'] button.delete`;
+  const deleteQuestion = await confirmVia(page, deleteButton, "cancel");
+  const listedAfterCancel = await facts(page);
+  await confirmVia(page, deleteButton, "ok");
+  await page.waitForFunction(
+    (gone) => !document.querySelector(`#facts li[data-id='${gone}']`),
+    doomed,
+  );
+  report.factDeleted = {
+    id: doomed,
+    question: deleteQuestion,
+    afterCancel: listedAfterCancel,
+    afterConfirm: await facts(page),
+    status: await page.locator("#facts-status").innerText(),
+  };
+
+  report.step = "show the facts' history";
+  await page.getByRole("checkbox", { name: "show history" }).check();
+  await page.locator("#facts li[data-status='dismissed']").first().waitFor();
+  report.factHistory = await facts(page);
+  await screenshot("memory-browser-facts.png");
+
+  report.step = "hide the facts' history";
+  await page.getByRole("checkbox", { name: "show history" }).uncheck();
+  await page.waitForFunction(() => !document.querySelector("#facts li.past"));
+  report.factsWithoutHistory = await facts(page);
 });

@@ -84,8 +84,10 @@ def _context(
             _turn(n + 1, "user" if n % 2 == 0 else "assistant", text(rng, size()))
             for n in range(recent)
         ),
-        items=tuple(_item(n, text(rng, size())) for n in range(items))
-        + tuple(_item(100 + n, text(rng, rng.randint(3, 30)), kind="fact") for n in range(facts)),
+        items=tuple(_item(n, text(rng, size())) for n in range(items)),
+        facts=tuple(
+            _item(100 + n, text(rng, rng.randint(3, 30)), kind="fact") for n in range(facts)
+        ),
     )
 
 

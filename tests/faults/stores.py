@@ -25,7 +25,6 @@ from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.index import TurnPayload, point_id
 
 COLLECTION = "conversation_memory"
-FACTS = "user_facts"
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,16 @@ class StoredTurn:
     number: int
     role: str
     content: str
+
+
+@dataclass(frozen=True)
+class StoredFact:
+    """A row of ``facts``."""
+
+    user_id: str
+    conversation_id: str | None
+    text: str
+    status: str
 
 
 @dataclass
@@ -49,7 +58,7 @@ class Stores:
     summary_ranges: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     outbox: set[int] = field(default_factory=set)
     points: dict[str, TurnPayload] = field(default_factory=dict)
-    facts: dict[str, TurnPayload] = field(default_factory=dict)
+    facts: dict[str, StoredFact] = field(default_factory=dict)
 
     def messages(self, conversation_id: str) -> list[tuple[str, str]]:
         """(role, content) of a conversation's turns, in order."""
@@ -86,7 +95,6 @@ def read_stores(data_dir: Path, database_url: str | None = None) -> Stores:
         finally:
             engine.dispose()
     stores.points = _read_points(data_dir, COLLECTION)
-    stores.facts = _read_points(data_dir, FACTS)
     return stores
 
 
@@ -115,6 +123,10 @@ def _read_sql(stores: Stores, rows: Callable[[str], list[Any]]) -> None:
         ranges[client_id(stored)].append((start, end))
     stores.summary_ranges = dict(ranges)
     stores.outbox = {row[0] for row in rows("SELECT turn_id FROM embedding_outbox")}
+    stores.facts = {
+        row[0]: StoredFact(row[1], row[2], row[3], row[4])
+        for row in rows("SELECT id, user_id, conversation_id, text, status FROM facts")
+    }
 
 
 def _read_points(data_dir: Path, collection: str) -> dict[str, TurnPayload]:

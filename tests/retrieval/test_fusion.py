@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_chain.retrieval.fusion import Candidate, FusionWeights, item_key, rank, score_candidates
+from memory_chain.retrieval.fusion import Candidate, FusionWeights, rank, score_candidates
 from memory_chain.retrieval.timeframes import time_windows
 from memory_chain.schemas import MemoryItem
 
@@ -110,25 +110,15 @@ def test_a_turn_not_embedded_yet_counts_as_the_least_similar_found() -> None:
     assert scores[0] == pytest.approx(scores[1])
 
 
-def test_summaries_and_facts_have_scores_of_their_own() -> None:
+def test_summaries_have_scores_of_their_own() -> None:
     summary = MemoryItem(
         tier="tier2", kind="summary", conversation_id="c", content="s", timestamp=WHEN, score=0,
         turn_range=(1, 10),
     )  # fmt: skip
-    fact = MemoryItem(
-        tier="facts", kind="fact", conversation_id="c", content="f", timestamp=WHEN, score=0,
-        turn_number=4,
-    )  # fmt: skip
     scores = score_candidates(
-        [
-            Candidate(summary, keyword=3.0),
-            Candidate(fact, cosine=0.8),
-            Candidate(turn(1), keyword=9),
-        ],
-        weights=W,
+        [Candidate(summary, keyword=3.0), Candidate(turn(1), keyword=9)], weights=W
     )
-    assert scores[:2] == pytest.approx([0.5, 0.4])  # best summary: a; a fact: (1 - a) * cos
-    assert item_key(fact) != item_key(turn(4))
+    assert scores[0] == pytest.approx(0.5)  # the best summary: a
 
 
 def test_weights_are_checked() -> None:

@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect
 
 from memory_chain.errors import SchemaNotReadyError
+from memory_chain.facts.store import FactStore
 from memory_chain.tiers.sql import check_schema, create_sql_engine, upgrade
 from memory_chain.tiers.sql.migrate import current_revision, downgrade, head_revision
 from memory_chain.tiers.sql.models import Base
@@ -390,7 +391,11 @@ def test_0007_gives_each_user_their_own_conversation_ids(sql_url: str) -> None:
         assert (ana.turn_count, ana.summary, ana.status) == (2, "S", "active")
         assert [t.content for t in store.get_turns("c1", user_id="ana")][1] == "Noted zebra"
         assert store.get_summaries("c1", user_id="ana")[0].summary_text == "zebra talk"
-        assert store.dismissed("c1", [1, 2], user_id="ana") == {1}
+        # The "remember this" turn, dismissed as a fact, carried over as a dismissed fact
+        # (migration 0010), in the conversation's id as ana knows it.
+        (fact,) = FactStore(store.database).of_user("ana", statuses=("current", "dismissed"))
+        assert (fact.text, fact.status, fact.origin) == ("zebra crossing", "dismissed", "explicit")
+        assert (fact.conversation_id, fact.turns) == ("c1", (1, 1))
         assert store.get_conversation("c1", user_id="bob") is None
         bob = store.get_conversation("c2", user_id="bob")
         assert bob is not None

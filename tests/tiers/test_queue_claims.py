@@ -27,7 +27,6 @@ from memory_chain.tiers.sql.models import outbox
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox
 from memory_chain.tiers.sql.tasks import add_task
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
@@ -67,12 +66,9 @@ def open_replica(url: str, embeddings: Embeddings, *, lease: float = 30.0) -> Re
     upgrade(engine)
     store = SQLStore(engine, queue_embeddings=True)
     index = PgVectorIndex(engine, "conversation_memory", 384)
-    facts_index = PgVectorIndex(engine, "user_facts", 384)
     index.open()
-    facts_index.open()
     outbox_ = store.outbox(claimant=Claimant(lease=lease))
-    facts = UserFacts(facts_index, embeddings)
-    indexer = TurnIndexer(outbox_, index, embeddings, facts=facts, batch_size=8, flush_interval=0)
+    indexer = TurnIndexer(outbox_, index, embeddings, batch_size=8, flush_interval=0)
     return Replica(engine, store, indexer)
 
 
@@ -213,12 +209,10 @@ def test_a_purge_while_another_replica_embeds_its_turns_is_not_undone(
     assert b.indexer.apply_tasks() == 1  # and deletes its points (none yet) at once
     a.indexer.embed_batch(batch)  # a writes the batch after the purge's deletion
     assert len(points(a.engine, "conversation_memory", "secret")) == 2
-    assert points(a.engine, "user_facts", "secret") != []
     assert a.indexer.settle() == 3  # the settle sees the turns gone: forget queued again
     assert [t.kind for t in a.store.tasks().pending()] == ["forget"]
     b.indexer.drain()
     assert points(a.engine, "conversation_memory", "secret") == []
-    assert points(a.engine, "user_facts", "secret") == []
     assert points(a.engine, "conversation_memory", "kept") == ["We fly to Lisbon on 3 May."]
     assert queued(a.engine) == 0
 
@@ -261,19 +255,3 @@ def test_a_refresh_taken_over_from_a_stalled_worker_cannot_bring_a_purge_back(
     assert stalled.done([refresh]) == [refresh]  # ...finds its claim lost: forget again
     b.indexer.drain()
     assert points(a.engine, "conversation_memory", "trip") == []
-
-
-def test_a_fact_dismissed_while_another_replica_files_it_is_not_kept(
-    two: tuple[Replica, Replica],
-) -> None:
-    a, b = two
-    say(a.store, "notes", "Please remember this: my locker code is 4471.")
-    batch = a.outbox.claim(10)  # read as not dismissed...
-    assert b.store.dismiss_fact("notes", 1, user_id="ana")
-    assert b.indexer.apply_tasks() == 1  # ...the dismissal's forget_fact finds nothing yet
-    a.indexer.embed_batch(batch)  # a files the fact after it
-    assert points(a.engine, "user_facts", "notes") != []
-    a.indexer.settle()  # the settle sees the dismissal: forget_fact queued again
-    b.indexer.drain()
-    assert points(a.engine, "user_facts", "notes") == []
-    assert len(points(a.engine, "conversation_memory", "notes")) == 1  # the turn stays

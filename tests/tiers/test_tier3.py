@@ -30,7 +30,6 @@ from memory_chain.schemas import NewTurn
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import VectorFilter, VectorIndex, point_id
 from memory_chain.tiers.vectors.indexer import CUT, TurnIndexer, chunks_of
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
@@ -277,57 +276,6 @@ def test_pgvector_on_an_unreachable_server_is_unavailable() -> None:
     with pytest.raises(VectorStoreUnavailableError, match="unreachable"):
         index.open()
     engine.dispose()
-
-
-SAVES = [
-    ("user", "Please remember this: my locker code is 8841."),
-    ("assistant", "Noted, locker code 8841."),
-    ("user", "What time is it?"),
-    ("assistant", "Noon."),
-]
-
-
-def test_user_facts_are_filed_from_the_outbox_and_survive_an_outage(
-    queued_store: SQLStore, embeddings: SentenceEmbeddings
-) -> None:
-    """A "remember this" waits in tier 2 with its turn while the facts store is down."""
-    store_conversation(queued_store, "gym", "ana", SAVES)
-    store_conversation(queued_store, "bobs", "bob", [("user", "Don't forget: I hate olives.")])
-    outbox = queued_store.outbox()
-    turns = QdrantIndex(QdrantClient(":memory:"))
-    turns.open()
-    down = QdrantIndex.from_url(f"http://127.0.0.1:{free_port()}", timeout=2)
-    indexer = TurnIndexer(outbox, turns, embeddings, facts=UserFacts(down, embeddings))
-    with pytest.raises(VectorStoreUnavailableError):
-        indexer.drain()
-    assert outbox.count() == len(SAVES) + 1  # the turns stay queued with their facts
-
-    facts_index = QdrantIndex(QdrantClient(":memory:"), collection="user_facts")
-    facts_index.open()
-    facts = UserFacts(facts_index, embeddings)
-    indexer = TurnIndexer(outbox, turns, embeddings, facts=facts)
-    assert indexer.drain() == len(SAVES) + 1
-    assert outbox.count() == 0
-    assert turns.count() == len(SAVES) + 1
-    filed = {
-        (p.payload.user_id, p.payload.conversation_id, p.payload.content)
-        for p in facts_index.scroll()
-    }
-    assert filed == {
-        ("ana", "gym", SAVES[0][1]),  # the user's request only, not the reply or other turns
-        ("bob", "bobs", "Don't forget: I hate olives."),
-    }
-    hits = facts.search("ana", embeddings.embed_query("what is my locker code?"), 3)
-    assert [hit.payload.content for hit in hits] == [SAVES[0][1]]
-
-    # Facts are rebuilt from the turns by a reindex, and go with their conversation.
-    facts_index.drop()
-    facts_index.open()
-    assert indexer.reindex() == len(SAVES) + 1
-    assert facts_index.count() == 2
-    assert queued_store.delete_conversation("gym", user_id="ana")
-    indexer.apply_tasks()
-    assert [p.payload.user_id for p in facts_index.scroll()] == ["bob"]
 
 
 def test_backfill_worker_embeds_in_the_background(

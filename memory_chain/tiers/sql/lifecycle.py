@@ -1,8 +1,9 @@
-"""The end of a conversation's life in tier 2: archive, purge, forget a user, dismiss a fact.
+"""The end of a conversation's life in tier 2: archive, purge, forget a user.
 
-A purge removes the rows (turns, summaries, the turns' places in the embedding outbox) and, in
-the same transaction, queues a ``forget`` task for tier 3 (:mod:`.tasks`): the points and user
-facts leave the vector store when it is reachable, however long that takes. Until then
+A purge removes the rows (turns, summaries, the turns' places in the embedding outbox, the
+user's facts learnt from the conversation; every fact of a user forgotten) and, in the same
+transaction, queues a ``forget`` task for tier 3 (:mod:`.tasks`): the points leave the
+vector store when it is reachable, however long that takes. Until then
 retrieval hides them, because it keeps only items whose conversation is still visible in
 tier 2 (:meth:`ConversationLifecycle.visible_conversations`).
 
@@ -12,7 +13,7 @@ these methods live here to keep one concern per module.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import datetime
 from functools import cache
 
@@ -22,17 +23,16 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
-    insert,
     select,
     update,
 )
 
 from memory_chain.errors import ConversationNotFoundError
-from memory_chain.schemas import STATUSES, ConversationStatus, utcnow, validate_status
+from memory_chain.schemas import STATUSES, ConversationStatus, validate_status
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import (
     conversations,
-    dismissed_facts,
+    facts,
     outbox,
     summaries,
     turns,
@@ -88,7 +88,7 @@ class ConversationLifecycle:
         self.statuses.clear()
 
     def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
-        """Purge a conversation: its rows now, its points and facts through the task queue.
+        """Purge a conversation: rows and facts learnt from it now, points through the queue.
 
         Returns:
             Whether a conversation was removed.
@@ -100,6 +100,11 @@ class ConversationLifecycle:
             if conn.execute(owner.with_for_update()).first() is None:
                 return False
             self._purge(conn, [key])
+            conn.execute(
+                delete(facts).where(
+                    facts.c.user_id == user_id, facts.c.conversation_id == conversation_id
+                )
+            )
             if self.queue_embeddings:
                 add_task(conn, "forget", user_id, conversation_id)
             return True
@@ -122,6 +127,7 @@ class ConversationLifecycle:
             ids = list(conn.execute(owned.with_for_update()).scalars())
             if ids:
                 self._purge(conn, ids)
+            conn.execute(delete(facts).where(facts.c.user_id == user_id))
             if self.queue_embeddings:
                 add_task(conn, "forget", user_id)
             return len(ids)
@@ -142,61 +148,9 @@ class ConversationLifecycle:
                     )
                 )
             )
-            for table in (turns, summaries, dismissed_facts):
+            for table in (turns, summaries):
                 conn.execute(delete(table).where(table.c.conversation_id.in_(chunk)))
             conn.execute(delete(conversations).where(conversations.c.conversation_id.in_(chunk)))
-
-    def dismiss_fact(self, conversation_id: str, turn_number: int, *, user_id: str) -> bool:
-        """Never file this turn as a user fact again, and queue its removal from tier 3.
-
-        Returns:
-            Whether the turn exists (for the user); dismissing twice is not an error.
-        """
-        key = stored_id(user_id, conversation_id)
-
-        def work(conn: Connection) -> bool:
-            found = conn.execute(
-                select(turns.c.id).where(
-                    turns.c.conversation_id == key, turns.c.turn_number == turn_number
-                )
-            ).first()
-            if found is None:
-                return False
-            known = conn.execute(
-                select(dismissed_facts.c.turn_number).where(
-                    dismissed_facts.c.conversation_id == key,
-                    dismissed_facts.c.turn_number == turn_number,
-                )
-            ).first()
-            if known is None:
-                conn.execute(
-                    insert(dismissed_facts).values(
-                        conversation_id=key,
-                        turn_number=turn_number,
-                        dismissed_at=naive_utc(utcnow()),
-                    )
-                )
-                if self.queue_embeddings:
-                    turn = (turn_number, turn_number)
-                    add_task(conn, "forget_fact", user_id, conversation_id, turn)
-            return True
-
-        found: bool = self.database.write(work)
-        return found
-
-    def dismissed(
-        self, conversation_id: str, turn_numbers: Iterable[int], *, user_id: str
-    ) -> set[int]:
-        """Which of these turns of a conversation were dismissed as facts."""
-        numbers = list(turn_numbers)
-        if not numbers:
-            return set()
-        statement = select(dismissed_facts.c.turn_number).where(
-            dismissed_facts.c.conversation_id == stored_id(user_id, conversation_id),
-            dismissed_facts.c.turn_number.in_(numbers),
-        )
-        with self.database.connect() as conn:
-            return set(conn.execute(statement).scalars())
 
     def visible_conversations(
         self,

@@ -8,7 +8,8 @@ Besides the tables' keys: an index on ``conversations(user_id)`` (every read is 
 user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversation_summaries``,
 so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
-and ``dismissed_facts`` (migration 0006), the claims on both queues (migration 0009), and the
+(migration 0006), the claims on both queues (migration 0009), the users' ``facts`` (migration
+0010), and the
 full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on
 PostgreSQL), which the migrations create outside these models.
 """
@@ -20,9 +21,11 @@ from typing import cast
 
 from sqlalchemy import (
     TIMESTAMP,
+    Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -154,16 +157,34 @@ class VectorTaskRow(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(TIMESTAMP)
 
 
-class DismissedFactRow(Base):
-    """``dismissed_facts``: "remember this" turns that are never filed as facts again."""
+class FactRow(Base):
+    """``facts``: what memory knows about each user, current and past (migration 0010).
 
-    __tablename__ = "dismissed_facts"
+    A fact is current until it is superseded (``superseded_by`` names the fact that replaced
+    it) or dismissed (the user deleted it); either way the row stays, with the moment it
+    stopped being valid, so the history is kept and an export carries it. ``embedding`` is
+    the fact's vector (float32, little-endian), empty until it is embedded.
+    """
 
-    conversation_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    turn_number: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dismissed_at: Mapped[datetime | None] = mapped_column(
-        TIMESTAMP, server_default=func.current_timestamp()
-    )
+    __tablename__ = "facts"
+    __table_args__ = (Index("idx_facts_user_status", "user_id", "status"),)
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    subject: Mapped[str | None] = mapped_column(Text)
+    origin: Mapped[str] = mapped_column(Text, nullable=False)
+    status: Mapped[str] = mapped_column(Text, nullable=False)
+    conversation_id: Mapped[str | None] = mapped_column(Text)
+    first_turn: Mapped[int | None] = mapped_column(Integer)
+    last_turn: Mapped[int | None] = mapped_column(Integer)
+    confidence: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(TIMESTAMP, nullable=False)
+    valid_from: Mapped[datetime] = mapped_column(TIMESTAMP, nullable=False)
+    invalidated_at: Mapped[datetime | None] = mapped_column(TIMESTAMP)
+    superseded_by: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 conversations = cast(Table, ConversationRow.__table__)
@@ -171,4 +192,4 @@ turns = cast(Table, TurnRow.__table__)
 summaries = cast(Table, SummaryRow.__table__)
 outbox = cast(Table, OutboxRow.__table__)
 vector_tasks = cast(Table, VectorTaskRow.__table__)
-dismissed_facts = cast(Table, DismissedFactRow.__table__)
+facts = cast(Table, FactRow.__table__)

@@ -34,7 +34,6 @@ from memory_chain.tiers.sql.claims import UNCLAIMED, Claimant, claim_ids, held_b
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import (
     conversations,
-    dismissed_facts,
     outbox,
     summaries,
     turns,
@@ -58,14 +57,12 @@ class PendingTurn:
         user_id: The conversation's owner.
         turn: The turn.
         summary: The summary of the range the turn is in, once one is stored.
-        fact_dismissed: The user asked to forget this turn as a fact.
     """
 
     turn_id: int
     user_id: str
     turn: Turn
     summary: str | None = None
-    fact_dismissed: bool = False
 
 
 @cache
@@ -78,16 +75,9 @@ def _enqueue_statement() -> Executable:
     return insert(outbox).from_select(["turn_id", "enqueued_at"], chosen)
 
 
-#: A turn's row joined to its dismissal as a fact.
-_DISMISSAL = and_(
-    dismissed_facts.c.conversation_id == turns.c.conversation_id,
-    dismissed_facts.c.turn_number == turns.c.turn_number,
-)
-
-
 @cache
 def _pending_statement() -> Executable:
-    """The claimed turns with their owner, their range's summary, and whether dismissed."""
+    """The claimed turns with their owner and their range's summary."""
     covering = and_(
         summaries.c.conversation_id == turns.c.conversation_id,
         turns.c.turn_number.between(summaries.c.turn_range_start, summaries.c.turn_range_end),
@@ -97,20 +87,12 @@ def _pending_statement() -> Executable:
             turns,
             conversations.c.user_id.label("owner"),
             summaries.c.summary_text.label("range_summary"),
-            dismissed_facts.c.turn_number.label("dismissed"),
         )
         .join(conversations, conversations.c.conversation_id == turns.c.conversation_id)
         .outerjoin(summaries, covering)
-        .outerjoin(dismissed_facts, _DISMISSAL)
         .where(turns.c.id.in_(bindparam("ids", expanding=True)))
         .order_by(turns.c.id)
     )
-
-
-def _dismissed(conn: Connection, turn_ids: Sequence[int]) -> set[int]:
-    """Which of these turns are dismissed as facts now."""
-    chosen = select(turns.c.id).join(dismissed_facts, _DISMISSAL).where(turns.c.id.in_(turn_ids))
-    return set(conn.execute(chosen).scalars())
 
 
 def enqueue_range(conn: Connection, stored: str, first: int, last: int) -> None:
@@ -165,7 +147,6 @@ class EmbeddingOutbox:
                 row.owner or "",
                 turn_from_row(row),
                 summary=row.range_summary,
-                fact_dismissed=row.dismissed is not None,
             )
             for row in rows
         ]
@@ -175,14 +156,11 @@ class EmbeddingOutbox:
 
         Only turns this worker still holds are removed: a turn queued again while it was
         being embedded (a ``forget`` re-queues its conversation) stays queued. A turn no
-        longer stored was purged while its batch was embedded, and its point and fact may
+        longer stored was purged while its batch was embedded, and its points may
         have been written after the purge's own deletion ran (on another replica): a
         ``forget`` of its conversation is queued in the same transaction, which deletes
         them again (and re-queues whatever the conversation holds by then). Read after the
-        points were written, the check cannot miss a purge that the deletion preceded. In
-        the same way, a turn dismissed as a fact meanwhile (read as not dismissed when it
-        was claimed, so possibly filed as a fact after the dismissal's own ``forget_fact``
-        ran) gets its ``forget_fact`` queued again.
+        points were written, the check cannot miss a purge that the deletion preceded.
 
         Returns:
             ``(user_id, conversation_id)`` of the conversations purged meanwhile.
@@ -201,13 +179,6 @@ class EmbeddingOutbox:
             )
             for user_id, conversation_id in gone:
                 add_task(conn, "forget", user_id, conversation_id)
-            filed = [p for p in batch if not p.fact_dismissed and p.turn_id in stored]
-            dismissed = _dismissed(conn, [p.turn_id for p in filed]) if filed else set()
-            for pending in filed:
-                if pending.turn_id in dismissed:
-                    number = pending.turn.turn_number
-                    conversation = pending.turn.conversation_id
-                    add_task(conn, "forget_fact", pending.user_id, conversation, (number,) * 2)
             return gone
 
         gone = self.database.write(work)

@@ -56,7 +56,7 @@ from memory_chain.tiers.sql.claims import Claimant
 from memory_chain.tiers.sql.database import Database, dialect_insert
 from memory_chain.tiers.sql.keywords import KeywordSearch
 from memory_chain.tiers.sql.lifecycle import STATUS_TTL, ConversationLifecycle
-from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.models import conversations, facts, summaries, turns
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
@@ -386,11 +386,11 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
         return [turn_from_row(row) for row in reversed(self.database.read(statement))]
 
     def counts(self) -> dict[str, int]:
-        """How many conversations, turns and summaries are stored (every user)."""
+        """How many conversations, turns, summaries and facts are stored (every user)."""
         with self.database.connect() as conn:
             return {
                 table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-                for table in (conversations, turns, summaries)
+                for table in (conversations, turns, summaries, facts)
             }
 
     def get_summaries(self, conversation_id: str, *, user_id: str) -> list[Summary]:

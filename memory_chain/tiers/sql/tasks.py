@@ -5,10 +5,9 @@ written to tier 2, in the transaction that makes it necessary, and done by the b
 afterwards (``TurnIndexer.apply_tasks``), exactly as the embedding outbox does for new turns:
 
 * ``forget``: a purged conversation (or every conversation of a user) must leave the vector
-  store, its turns' points and its user facts; written with the purge. A vector store that
+  store, its turns' points; written with the purge. A vector store that
   is down delays the deletion, never loses it; meanwhile retrieval hides the conversation by
   its tier-2 row, which is gone at once.
-* ``forget_fact``: one "remember this" turn is no longer a fact (``DELETE /v1/facts/{id}``).
 * ``refresh``: the payloads of a turn range changed (its summary was stored); written with
   the summary.
 
@@ -37,8 +36,8 @@ from memory_chain.tiers.sql.rows import naive_utc, stored_id
 
 logger = logging.getLogger(__name__)
 
-TaskKind = Literal["forget", "forget_fact", "refresh"]
-KINDS: frozenset[str] = frozenset({"forget", "forget_fact", "refresh"})
+TaskKind = Literal["forget", "refresh"]
+KINDS: frozenset[str] = frozenset({"forget", "refresh"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +46,11 @@ class VectorTask:
 
     Attributes:
         id: The task's row id (the order tasks are done in).
-        kind: ``"forget"``, ``"forget_fact"`` or ``"refresh"``.
+        kind: ``"forget"`` or ``"refresh"``.
         user_id: Whose points.
         conversation_id: Which conversation (``None`` for a ``forget`` of every one of the
             user's conversations).
-        turns: First and last turn number (``forget_fact``: the fact's turn twice;
-            ``refresh``: the range), else ``None``.
+        turns: First and last turn number of a ``refresh``, else ``None``.
     """
 
     id: int

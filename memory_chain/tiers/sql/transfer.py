@@ -1,11 +1,14 @@
-"""Whole conversations in and out of tier 2, exactly as stored (export and import).
+"""Whole conversations and users' facts in and out of tier 2, exactly as stored.
 
 :func:`read_conversations` reads conversations with their turns and summaries, column for
-column, in one read transaction (a consistent snapshot). :func:`write_conversation` writes
-one such conversation back in one transaction, keeping its turn numbers, timestamps, counters,
-status and summaries (:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be
-used to restore), and queues its turns for tier 3 when the store does. A conversation is
-either written whole or not at all.
+column, in one read transaction (a consistent snapshot); :func:`read_export` reads them and
+then the facts of their users (:func:`read_facts`, every status, so the history too) in the
+same snapshot. :func:`write_conversation` writes one such conversation back in one
+transaction, keeping its turn numbers, timestamps, counters, status and summaries
+(:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be used to restore), and
+queues its turns for tier 3 when the store does. A conversation is either written whole or
+not at all. Facts are written back by :meth:`memory_chain.facts.store.FactStore.restore`
+(ids, statuses and dates kept) after :func:`check_fact`.
 
 Example:
     >>> from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -19,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +31,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, Select, func, insert, select
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.facts.model import ORIGINS, STATUSES, Fact
+from memory_chain.facts.store import checked_kind, checked_text, fact_from_row
 from memory_chain.schemas import (
     ConversationInfo,
     NewTurn,
@@ -35,7 +42,7 @@ from memory_chain.schemas import (
     validate_new_turns,
     validate_status,
 )
-from memory_chain.tiers.sql.models import conversations, summaries, turns
+from memory_chain.tiers.sql.models import conversations, facts, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
@@ -51,6 +58,8 @@ from memory_chain.tiers.sql.store import SQLStore
 
 OnConflict = Literal["fail", "skip"]
 _PAGE = 500
+#: A fact's id: 32 lowercase hexadecimal digits (a UUID4's ``hex``).
+FACT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class ConversationExistsError(MemoryChainError):
@@ -120,34 +129,94 @@ def read_conversations(
         One record per conversation, in creation order.
     """
     with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
-        last_id = 0
-        while True:
-            page = conn.execute(
-                _scoped(select(conversations), user_id, conversation_id)
-                .where(conversations.c.id > last_id)
-                .order_by(conversations.c.id)
-                .limit(_PAGE)
+        yield from _conversation_records(conn, user_id, conversation_id)
+
+
+def read_facts(
+    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
+) -> Iterator[Fact]:
+    """Every fact in scope, whatever its status, by user, then oldest first.
+
+    Args:
+        engine: The tier-2 engine.
+        user_id: Only this user's facts.
+        conversation_id: Only the facts learnt in conversations of this id (of ``user_id``,
+            or of every user).
+
+    Yields:
+        The facts, ordered by user id, then ``created_at`` (then id).
+    """
+    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
+        yield from _fact_records(conn, user_id, conversation_id)
+
+
+def read_export(
+    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
+) -> Iterator[ConversationRecord | Fact]:
+    """What an export holds: :func:`read_conversations`, then :func:`read_facts`.
+
+    Both are read in one snapshot, so a fact stored or a conversation purged meanwhile does
+    not show up on one side only.
+
+    Args:
+        engine: The tier-2 engine.
+        user_id: Only this user's conversations and facts.
+        conversation_id: Only conversations of this id and the facts learnt in them.
+
+    Yields:
+        Every conversation in creation order, then every fact (by user, oldest first).
+    """
+    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
+        yield from _conversation_records(conn, user_id, conversation_id)
+        yield from _fact_records(conn, user_id, conversation_id)
+
+
+def _conversation_records(
+    conn: Connection, user_id: str | None, conversation_id: str | None
+) -> Iterator[ConversationRecord]:
+    last_id = 0
+    while True:
+        page = conn.execute(
+            _scoped(select(conversations), user_id, conversation_id)
+            .where(conversations.c.id > last_id)
+            .order_by(conversations.c.id)
+            .limit(_PAGE)
+        ).all()
+        if not page:
+            return
+        for row in page:
+            cid = row.conversation_id  # the stored id
+            turn_rows = conn.execute(
+                select(turns).where(turns.c.conversation_id == cid).order_by(turns.c.turn_number)
             ).all()
-            if not page:
-                return
-            for row in page:
-                cid = row.conversation_id  # the stored id
-                turn_rows = conn.execute(
-                    select(turns)
-                    .where(turns.c.conversation_id == cid)
-                    .order_by(turns.c.turn_number)
-                ).all()
-                summary_rows = conn.execute(
-                    select(summaries)
-                    .where(summaries.c.conversation_id == cid)
-                    .order_by(summaries.c.turn_range_start)
-                ).all()
-                yield ConversationRecord(
-                    info=conversation_from_row(row),
-                    turns=[turn_from_row(turn) for turn in turn_rows],
-                    summaries=[summary_from_row(summary) for summary in summary_rows],
-                )
-            last_id = page[-1].id
+            summary_rows = conn.execute(
+                select(summaries)
+                .where(summaries.c.conversation_id == cid)
+                .order_by(summaries.c.turn_range_start)
+            ).all()
+            yield ConversationRecord(
+                info=conversation_from_row(row),
+                turns=[turn_from_row(turn) for turn in turn_rows],
+                summaries=[summary_from_row(summary) for summary in summary_rows],
+            )
+        last_id = page[-1].id
+
+
+def _fact_records(
+    conn: Connection, user_id: str | None, conversation_id: str | None
+) -> Iterator[Fact]:
+    statement = select(facts).order_by(facts.c.user_id, facts.c.created_at, facts.c.id)
+    if user_id is not None:
+        statement = statement.where(facts.c.user_id == user_id)
+    if conversation_id is not None:  # facts hold the client's conversation id
+        statement = statement.where(facts.c.conversation_id == conversation_id)
+    offset = 0
+    while True:  # pages of one snapshot: offsets are stable
+        page = conn.execute(statement.limit(_PAGE).offset(offset)).all()
+        yield from (fact_from_row(row) for row in page)
+        if len(page) < _PAGE:
+            return
+        offset += len(page)
 
 
 def check_record(record: ConversationRecord, *, max_chars: int) -> None:
@@ -238,6 +307,95 @@ def existing_conversations(
     return found
 
 
+def check_fact(fact: Fact) -> None:
+    """Check that an exported fact can be stored as it is, before anything is written.
+
+    Args:
+        fact: The fact, as read from a file.
+
+    Raises:
+        InvalidInputError: On an id that is not 32 hexadecimal digits; an invalid user or
+            conversation id; an empty, too long or NUL-holding text or subject; an unknown
+            kind, origin or status; a turn range that is not ``1 <= first <= last``; a
+            confidence outside 0-1; or a status its dates and links contradict (a current
+            fact with ``invalidated_at`` or ``superseded_by``, a past one without
+            ``invalidated_at``, a superseded one without ``superseded_by``, a dismissed one
+            with it).
+    """
+    if not FACT_ID.fullmatch(fact.id):
+        raise InvalidInputError(
+            f"fact id {fact.id[:40]!r} is not 32 lowercase hexadecimal digits: keep the id "
+            "`memory-chain export` wrote (facts are matched by it)"
+        )
+    validate_id(fact.user_id, "user id")
+    if fact.conversation_id is not None:
+        validate_id(fact.conversation_id)
+    checked_text(fact.text)
+    if "\x00" in fact.text or (fact.subject is not None and "\x00" in fact.subject):
+        raise InvalidInputError("the fact's text or subject contains a NUL character: remove it")
+    checked_kind(fact.kind)
+    if fact.origin not in ORIGINS:
+        raise InvalidInputError(
+            f"unknown fact origin {fact.origin!r}: use one of {', '.join(ORIGINS)}"
+        )
+    if fact.status not in STATUSES:
+        raise InvalidInputError(
+            f"unknown fact status {fact.status!r}: use one of {', '.join(STATUSES)}"
+        )
+    if fact.turns is not None and not 1 <= fact.turns[0] <= fact.turns[1]:
+        raise InvalidInputError(
+            f"turns {list(fact.turns)} must be [first, last] with 1 <= first <= last, or null"
+        )
+    if fact.confidence is not None and not (
+        math.isfinite(fact.confidence) and 0 <= fact.confidence <= 1
+    ):
+        raise InvalidInputError(f"confidence {fact.confidence!r} must be between 0 and 1, or null")
+    _check_fact_history(fact)
+
+
+def _check_fact_history(fact: Fact) -> None:
+    if fact.superseded_by is not None and not FACT_ID.fullmatch(fact.superseded_by):
+        raise InvalidInputError(
+            f"superseded_by {fact.superseded_by[:40]!r} is not a fact id (32 lowercase "
+            "hexadecimal digits)"
+        )
+    if fact.superseded_by == fact.id:
+        raise InvalidInputError("superseded_by names the fact itself: name the fact replacing it")
+    if fact.status == "current":
+        if fact.invalidated_at is not None or fact.superseded_by is not None:
+            raise InvalidInputError(
+                "a current fact has no invalidated_at and no superseded_by: set them to null, "
+                "or give the status 'superseded' or 'dismissed'"
+            )
+        return
+    if fact.invalidated_at is None:
+        raise InvalidInputError(
+            f"a {fact.status} fact needs invalidated_at, when it stopped holding"
+        )
+    if fact.status == "superseded" and fact.superseded_by is None:
+        raise InvalidInputError("a superseded fact needs superseded_by, the id of its replacement")
+    if fact.status == "dismissed" and fact.superseded_by is not None:
+        raise InvalidInputError(
+            "a dismissed fact has no superseded_by: set it to null, or give the status 'superseded'"
+        )
+
+
+def existing_facts(engine: Engine, fact_ids: Collection[str]) -> dict[str, str]:
+    """Which of these fact ids are already stored, with the user each belongs to."""
+    found: dict[str, str] = {}
+    ids = list(fact_ids)
+    with storage_errors(), engine.connect() as conn:
+        for start in range(0, len(ids), _PAGE):
+            chunk = ids[start : start + _PAGE]
+            found.update(
+                (row.id, row.user_id)
+                for row in conn.execute(
+                    select(facts.c.id, facts.c.user_id).where(facts.c.id.in_(chunk))
+                )
+            )
+    return found
+
+
 def write_conversation(
     store: SQLStore,
     record: ConversationRecord,
@@ -312,12 +470,17 @@ def _summary_values(key: str, summary: Summary) -> dict[str, Any]:
 
 
 __all__ = [
+    "FACT_ID",
     "ConversationExistsError",
     "ConversationRecord",
     "OnConflict",
+    "check_fact",
     "check_record",
     "count_conversations",
     "existing_conversations",
+    "existing_facts",
     "read_conversations",
+    "read_export",
+    "read_facts",
     "write_conversation",
 ]

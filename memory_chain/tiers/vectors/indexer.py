@@ -3,17 +3,14 @@
 :class:`TurnIndexer` takes queued turns from the embedding outbox in batches, embeds them in
 one forward pass per batch, upserts their points (deterministic ids, so a repeated batch
 overwrites rather than duplicates), and removes them from the outbox only once the index is
-flushed (:meth:`TurnIndexer.settle`). If the vector
-store is down, the batch stays queued and the next run embeds it. Turns that are user facts
-("remember this") are filed in the facts collection in the same batch, so they share the
-turns' durability.
+flushed (:meth:`TurnIndexer.settle`). If the vector store is down, the batch stays queued and
+the next run embeds it.
 
 Before each batch the indexer does the tier-3 tasks queued in tier 2
-(:mod:`memory_chain.tiers.sql.tasks`), oldest first: the points and facts of purged
-conversations are deleted, dismissed facts removed, and payloads refreshed once a range is
-summarized. A task stays queued until the vector store has done it, and no new turn is
-embedded while a task fails, so a deletion is never overtaken by the embedding of a turn
-written after it.
+(:mod:`memory_chain.tiers.sql.tasks`), oldest first: the points of purged conversations are
+deleted, and payloads refreshed once a range is summarized. A task stays queued until the
+vector store has done it, and no new turn is embedded while a task fails, so a deletion is
+never overtaken by the embedding of a turn written after it.
 
 Several replicas run an indexer each on one database: turns and tasks are claimed, so each
 is worked on by one indexer at a time (:mod:`memory_chain.tiers.sql.claims`), and a replica
@@ -41,7 +38,6 @@ from memory_chain.errors import MemoryChainError
 from memory_chain.schemas import CUT, Turn
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, PendingTurn
 from memory_chain.tiers.sql.tasks import VectorTask, VectorTasks
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import (
     TurnPayload,
     VectorFilter,
@@ -123,7 +119,6 @@ class TurnIndexer:
         text_of: What text of a turn is embedded.
         flush_interval: Least seconds between two background settles while turns keep
             coming (the worker settles sooner once they stop).
-        facts: The user-facts collection, filled with the facts among the embedded turns.
         tasks: The tier-3 task queue (default: the outbox's store's).
     """
 
@@ -136,14 +131,12 @@ class TurnIndexer:
         batch_size: int = 64,
         text_of: Callable[[Turn], str] = embedding_text,
         flush_interval: float = 10.0,
-        facts: UserFacts | None = None,
         tasks: VectorTasks | None = None,
     ) -> None:
         self.outbox = outbox
         self.tasks = (
             tasks if tasks is not None else VectorTasks(outbox.database, claimant=outbox.claimant)
         )
-        self.facts = facts
         self.index = index
         self.embeddings = embeddings
         self.batch_size = batch_size
@@ -152,7 +145,6 @@ class TurnIndexer:
         # Embedded but not yet flushed: still queued (and claimed) in SQL, skipped by the
         # next batches.
         self._unsettled: list[PendingTurn] = []
-        self._facts_unflushed = False
         self._last_flush = time.monotonic()
         # One drain at a time per process: two would embed the same batch twice.
         self._lock = threading.RLock()
@@ -162,14 +154,10 @@ class TurnIndexer:
     def open(self) -> None:
         """Open (or create) the collections this indexer fills."""
         self.index.open()
-        if self.facts is not None:
-            self.facts.open()
 
     def close(self) -> None:
         """Close the collections this indexer fills."""
         self.index.close()
-        if self.facts is not None:
-            self.facts.close()
 
     def warm_up(self) -> None:
         """Load the embedding model now, so that the first batch does not wait for it."""
@@ -203,18 +191,7 @@ class TurnIndexer:
                 for (id_, payload), vector in zip(points, vectors, strict=True)
             ]
         )
-        if self.facts is not None:
-            self._file_facts(self.facts, batch)
         self._unsettled.extend(batch)
-
-    def _file_facts(self, facts: UserFacts, batch: list[PendingTurn]) -> None:
-        by_user: dict[str, list[Turn]] = {}
-        for pending in batch:
-            if not pending.fact_dismissed and facts.is_fact(pending.turn):
-                by_user.setdefault(pending.user_id, []).append(pending.turn)
-        for user_id, turns in by_user.items():
-            facts.remember(user_id, turns, flush=False)
-            self._facts_unflushed = True
 
     def settle(self, *, force: bool = True) -> int:
         """Flush the index, then remove the embedded turns from the outbox.
@@ -233,9 +210,6 @@ class TurnIndexer:
             if not force and time.monotonic() - self._last_flush < self.flush_interval:
                 return 0
             self.index.flush()
-            if self.facts is not None and self._facts_unflushed:
-                self.facts.flush()
-                self._facts_unflushed = False
             self.outbox.done(self._unsettled)
             settled = len(self._unsettled)
             self._unsettled = []
@@ -293,21 +267,16 @@ class TurnIndexer:
         """Rebuild tier 3 from tier 2: everything, one user's, or one conversation's turns.
 
         Points in scope are removed (the whole collection when no scope is given), every
-        turn in scope is queued again, and the queue is drained. User facts are rebuilt
-        with them.
+        turn in scope is queued again, and the queue is drained.
 
         Returns:
             How many turns were embedded.
         """
-        collections: list[VectorIndex | UserFacts] = [self.index]
-        if self.facts is not None:
-            collections.append(self.facts)
-        for index in collections:
-            if user_id is None and conversation_id is None:
-                index.drop()
-                index.open()
-            else:
-                index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
+        if user_id is None and conversation_id is None:
+            self.index.drop()
+            self.index.open()
+        else:
+            self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
         queued = self.outbox.enqueue(user_id=user_id, conversation_id=conversation_id)
         logger.info("reindex: %d turns queued", queued)
         return self.drain(progress=progress)
@@ -338,11 +307,6 @@ class TurnIndexer:
         if task.kind == "refresh":
             self._refresh(task)
             return
-        if task.kind == "forget_fact":
-            if self.facts is not None and task.conversation_id and task.turns:
-                fact = point_id(task.user_id, task.conversation_id, task.turns[0])
-                self.facts.delete(VectorFilter(user_id=task.user_id, ids=(fact,)))
-            return
         # forget: settle first, so that no embedded turn of the scope is settled after its
         # point is deleted; then delete; then queue the turns stored in the scope now (a
         # conversation created again under the same id since the purge), which the deletion
@@ -350,8 +314,6 @@ class TurnIndexer:
         self.settle()
         scope = VectorFilter(user_id=task.user_id, conversation_id=task.conversation_id)
         self.index.delete(scope)
-        if self.facts is not None:
-            self.facts.delete(scope)
         self.outbox.enqueue(user_id=task.user_id, conversation_id=task.conversation_id)
 
     def _refresh(self, task: VectorTask) -> None:

@@ -2,9 +2,8 @@
 
 Every reader of tier 3 goes through :class:`SemanticSearch`: the memory manager's retrieval
 (:mod:`memory_chain.retrieval`), the LangChain retriever over turns
-(:class:`~memory_chain.tiers.vectors.retriever.TurnRetriever`), and the user facts the API
-lists. It holds the turns' index, the model that embedded them (a query must be embedded by
-the same model), and the user-facts collection when there is one.
+(:class:`~memory_chain.tiers.vectors.retriever.TurnRetriever`). It holds the turns' index and
+the model that embedded them (a query must be embedded by the same model).
 :class:`~memory_chain.tiers.vectors.tier.Tier3` is this plus what keeps the index filled.
 
 Example:
@@ -20,7 +19,6 @@ from collections.abc import Iterable
 
 from langchain_core.embeddings import Embeddings
 
-from memory_chain.tiers.vectors.facts import UserFacts
 from memory_chain.tiers.vectors.index import (
     TurnPayload,
     VectorFilter,
@@ -34,22 +32,18 @@ TurnKey = tuple[str, int]
 
 
 class SemanticSearch:
-    """Embeds queries and searches the turns (and the user facts) of tier 3.
+    """Embeds queries and searches the turns of tier 3.
 
     Scores are cosine similarities: higher is more similar, at most 1.0.
 
     Args:
         index: The turns collection (``conversation_memory``), opened by its owner.
         embeddings: The model that embedded the turns.
-        facts: The ``user_facts`` collection (``None``: no user facts are kept).
     """
 
-    def __init__(
-        self, index: VectorIndex, embeddings: Embeddings, facts: UserFacts | None = None
-    ) -> None:
+    def __init__(self, index: VectorIndex, embeddings: Embeddings) -> None:
         self.index = index
         self.embeddings = embeddings
-        self.facts = facts
 
     def embed_query(self, text: str) -> list[float]:
         """The query's vector (the model that embedded the turns)."""
@@ -75,24 +69,3 @@ class SemanticSearch:
         keys = {point_id(user_id, c, n): (c, n) for c, n in turns}
         found = self.index.scores(vector, user_id, list(keys))
         return {keys[point]: score for point, score in found.items()}
-
-    @property
-    def keeps_facts(self) -> bool:
-        """Whether user facts are kept (a ``user_facts`` collection is configured)."""
-        return self.facts is not None
-
-    def search_facts(self, user_id: str, vector: list[float], k: int) -> list[VectorHit]:
-        """The user's remembered facts most similar to ``vector`` (none without facts)."""
-        return [] if self.facts is None else self.facts.search(user_id, vector, k)
-
-    def facts_of(
-        self, user_id: str, *, conversation_id: str | None = None, limit: int = 100
-    ) -> list[TurnPayload]:
-        """The user's remembered facts, newest first (none without facts).
-
-        Raises:
-            VectorStoreError: If the facts collection cannot be read.
-        """
-        if self.facts is None:
-            return []
-        return self.facts.of_user(user_id, conversation_id=conversation_id, limit=limit)

@@ -7,7 +7,8 @@ and a reindex reproduces them. A turn gets any of:
 * ``question``: it asks something (ends with a question mark, or opens with a question word);
 * ``code``: it holds code (a fenced block, or lines that read like a program);
 * ``technical``: it talks about software or systems (a vocabulary of technical terms);
-* ``fact``: a user asked for it to be remembered ("remember this").
+* ``fact``: a user asked for something to be remembered ("remember that ...":
+  :func:`~memory_chain.facts.intent.parse_intent`).
 
 Example:
     >>> turn_tags("user", "How do I fix this Python ImportError?")
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from memory_chain.tiers.vectors.facts import EXPLICIT_SAVE
+from memory_chain.facts.intent import parse_intent
 
 #: Every tag a turn can get, in the order they are listed.
 TAGS = ("question", "code", "technical", "fact")
@@ -57,6 +58,8 @@ def turn_tags(role: str, content: str) -> tuple[str, ...]:
         found.append("code")
     if _TECHNICAL.search(content):
         found.append("technical")
-    if role == "user" and EXPLICIT_SAVE.search(content):
-        found.append("fact")
+    if role == "user":
+        intent = parse_intent(content)
+        if intent is not None and intent.action == "save":
+            found.append("fact")
     return tuple(found)

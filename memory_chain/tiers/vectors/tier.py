@@ -26,8 +26,7 @@ class Tier3(SemanticSearch):
     Args:
         index: The turns collection (``conversation_memory``).
         embeddings: The embedding model.
-        indexer: Moves queued turns into ``index`` (and user facts into its facts
-            collection, which searches use too).
+        indexer: Moves queued turns into ``index``.
         worker: Runs ``indexer`` in the background (``None``: callers drain explicitly).
         backend: A human-readable name of the engine, for logs and ``/health``.
     """
@@ -41,7 +40,7 @@ class Tier3(SemanticSearch):
         worker: BackfillWorker | None = None,
         backend: str = "",
     ) -> None:
-        super().__init__(index, embeddings, indexer.facts)
+        super().__init__(index, embeddings)
         self.indexer = indexer
         self.worker = worker
         self.backend = backend
@@ -52,15 +51,12 @@ class Tier3(SemanticSearch):
         return self.worker is not None and self.worker.index_open
 
     def point_counts(self) -> dict[str, int]:
-        """Points per collection: ``{"turns": n}``, and ``"facts"`` when facts are kept.
+        """Points per collection: ``{"turns": n}``.
 
         Raises:
             VectorStoreError: If a collection cannot be counted.
         """
-        counts = {"turns": self.index.count()}
-        if self.facts is not None:
-            counts["facts"] = self.facts.count()
-        return counts
+        return {"turns": self.index.count()}
 
     def notify(self) -> None:
         """New turns or tasks are queued: wake the background worker."""

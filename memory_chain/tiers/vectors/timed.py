@@ -29,7 +29,7 @@ class TimedIndex(VectorIndex):
 
     Args:
         inner: The index that does the work.
-        tier: The label of its searches (``"tier3"`` for turns, ``"facts"`` for user facts).
+        tier: The label of its searches (``"tier3"``).
     """
 
     def __init__(self, inner: VectorIndex, tier: metrics.RetrievalTier) -> None:

@@ -101,10 +101,10 @@ class BackfillWorker:
         return True
 
     def run_once(self) -> int:
-        """Open the indexes if needed and drain the outbox; raises on failure.
+        """Open the index if needed (once the store is back) and drain the outbox.
 
-        The user-facts collection is opened with the turns' one: if the store was down at
-        start-up, both open once it is back.
+        Raises:
+            MemoryChainError: If the vector store fails.
         """
         if not self.index_open:
             self.indexer.open()

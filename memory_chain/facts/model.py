@@ -1,0 +1,93 @@
+"""What a fact is: its text, its kind, where it came from, and when it held.
+
+A fact is something memory knows about a user ("my daughter Mia turns 7 in May", "prefers
+window seats"). It is *current* until a newer fact supersedes it (a moved city, a
+correction) or the user dismisses it; either way it is kept, with the moment it stopped
+holding, so the history can be shown and exported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, get_args
+
+FactKind = Literal["preference", "biography", "relationship", "plan", "other"]
+FactOrigin = Literal["extracted", "explicit", "api"]
+FactStatus = Literal["current", "superseded", "dismissed"]
+
+KINDS: tuple[str, ...] = get_args(FactKind)
+ORIGINS: tuple[str, ...] = get_args(FactOrigin)
+STATUSES: tuple[str, ...] = get_args(FactStatus)
+
+#: The longest fact text accepted (a fact is a sentence or two, not a document).
+MAX_FACT_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class FactDraft:
+    """A fact to add.
+
+    Attributes:
+        text: The fact, as a sentence about the user.
+        kind: What sort of fact it is.
+        origin: ``"extracted"`` (learnt from conversation), ``"explicit"`` (the user asked
+            memory to remember it), ``"api"`` (added or edited by hand).
+        subject: What the fact is about ("home city", "wife's name"): a newer fact about the
+            same subject supersedes the older one. ``None`` when unknown.
+        conversation_id: The conversation it came from, if any.
+        turns: The first and last turn it came from, if any.
+        confidence: How sure the extractor was (0-1), if it said.
+        valid_from: When it started to hold (default: now).
+    """
+
+    text: str
+    kind: FactKind = "other"
+    origin: FactOrigin = "api"
+    subject: str | None = None
+    conversation_id: str | None = None
+    turns: tuple[int, int] | None = None
+    confidence: float | None = None
+    valid_from: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A stored fact.
+
+    Attributes:
+        id: Its id (32 hexadecimal digits).
+        user_id: Whose fact it is.
+        text: The fact.
+        kind: What sort of fact it is.
+        origin: How it came (see :class:`FactDraft`).
+        status: ``"current"``, ``"superseded"`` or ``"dismissed"``.
+        created_at: When it was stored.
+        valid_from: When it started to hold.
+        subject: What it is about, if known.
+        conversation_id: The conversation it came from, if any.
+        turns: The first and last turn it came from, if any.
+        confidence: The extractor's confidence, if given.
+        invalidated_at: When it stopped holding (superseded or dismissed).
+        superseded_by: The fact that replaced it.
+    """
+
+    id: str
+    user_id: str
+    text: str
+    kind: FactKind
+    origin: FactOrigin
+    status: FactStatus
+    created_at: datetime
+    valid_from: datetime
+    subject: str | None = None
+    conversation_id: str | None = None
+    turns: tuple[int, int] | None = None
+    confidence: float | None = None
+    invalidated_at: datetime | None = None
+    superseded_by: str | None = None
+
+    @property
+    def current(self) -> bool:
+        """Whether the fact holds now."""
+        return self.status == "current"

@@ -1,0 +1,508 @@
+"""The users' facts in tier 2, the source of truth: add, edit, dismiss, list, rank.
+
+Each fact is a row of ``facts`` (migration 0010) with its vector beside it. A user's facts
+are few (tens, hundreds), read whole for every chat turn's profile, so they are scored where
+they are read, exactly (a dot product per fact), rather than kept in step with a second store:
+there is nothing to lose between two stores, the facts work with tier 3 off or down, and on
+PostgreSQL replicas share them with nothing else to run. Without an embedding model the
+facts are kept and listed all the same, reconciled and ranked by their words and dates only.
+
+Changes keep history: an edit keeps the fact's id (clients hold it) and files the old text
+as a superseded copy; a newer value of the same subject supersedes the older fact; a
+dismissal marks the fact. Only a purge of the conversation a fact came from, or of the user,
+deletes rows.
+
+Example:
+    >>> facts = FactStore(store.database, embed=embeddings.embed_documents)  # doctest: +SKIP
+    >>> facts.add("ana", FactDraft("My wife is Ana", kind="relationship")).action  # doctest: +SKIP
+    'added'
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal, cast
+
+import numpy as np
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.facts.model import (
+    KINDS,
+    MAX_FACT_CHARS,
+    ORIGINS,
+    STATUSES,
+    Fact,
+    FactDraft,
+    FactKind,
+    FactOrigin,
+    FactStatus,
+)
+from memory_chain.facts.reconcile import Decision, Known, decide, normalized
+from memory_chain.schemas import as_utc, utcnow, validate_id
+from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.models import facts
+from memory_chain.tiers.sql.rows import naive_utc
+
+logger = logging.getLogger(__name__)
+
+#: Embeds texts (an ``Embeddings.embed_documents``).
+Embed = Callable[[list[str]], list[list[float]]]
+
+#: A cosine at which a "forget ..." request names a fact.
+FORGET_COSINE = 0.6
+
+
+@dataclass(frozen=True, slots=True)
+class FactChange:
+    """What adding a fact did.
+
+    Attributes:
+        action: ``"added"``, ``"same"`` (the user has it already: nothing stored) or
+            ``"superseded"`` (added, and ``replaced`` retired).
+        fact: The fact that holds now (the new one, or the one already known).
+        replaced: The fact it superseded.
+    """
+
+    action: Literal["added", "same", "superseded"]
+    fact: Fact
+    replaced: Fact | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankedFact:
+    """A current fact and how relevant it is to the message (``None``: not scored)."""
+
+    fact: Fact
+    score: float | None
+
+
+def _vector_bytes(vector: Sequence[float]) -> bytes:
+    array = np.asarray(vector, dtype="<f4")
+    norm = float(np.linalg.norm(array))
+    return (array / norm if norm else array).astype("<f4").tobytes()
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return None if not blob else np.frombuffer(blob, dtype="<f4")
+
+
+def fact_from_row(row: Any) -> Fact:
+    """A ``facts`` row as a :class:`Fact`."""
+    return Fact(
+        id=row.id,
+        user_id=row.user_id,
+        text=row.text,
+        kind=cast(FactKind, row.kind),
+        origin=cast(FactOrigin, row.origin),
+        status=cast(FactStatus, row.status),
+        created_at=as_utc(row.created_at),
+        valid_from=as_utc(row.valid_from),
+        subject=row.subject,
+        conversation_id=row.conversation_id,
+        turns=(row.first_turn, row.last_turn) if row.first_turn is not None else None,
+        confidence=row.confidence,
+        invalidated_at=as_utc(row.invalidated_at) if row.invalidated_at else None,
+        superseded_by=row.superseded_by,
+    )
+
+
+def fact_values(fact: Fact, embedding: bytes | None) -> dict[str, Any]:
+    """The row of a :class:`Fact`."""
+    return {
+        "id": fact.id,
+        "user_id": fact.user_id,
+        "text": fact.text,
+        "kind": fact.kind,
+        "subject": fact.subject,
+        "origin": fact.origin,
+        "status": fact.status,
+        "conversation_id": fact.conversation_id,
+        "first_turn": fact.turns[0] if fact.turns else None,
+        "last_turn": fact.turns[1] if fact.turns else None,
+        "confidence": fact.confidence,
+        "created_at": naive_utc(fact.created_at),
+        "valid_from": naive_utc(fact.valid_from),
+        "invalidated_at": naive_utc(fact.invalidated_at) if fact.invalidated_at else None,
+        "superseded_by": fact.superseded_by,
+        "embedding": embedding,
+    }
+
+
+def checked_text(text: object) -> str:
+    """A fact's text, trimmed.
+
+    Raises:
+        InvalidInputError: If it is not a string, empty, or too long.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError("a fact's text must be a string")
+    cleaned = text.strip()
+    if not cleaned:
+        raise InvalidInputError("a fact's text must not be empty")
+    if len(cleaned) > MAX_FACT_CHARS:
+        raise InvalidInputError(
+            f"a fact's text has {len(cleaned):,} characters, more than {MAX_FACT_CHARS:,}: "
+            "state it in a sentence or two"
+        )
+    return cleaned
+
+
+def checked_kind(kind: object) -> FactKind:
+    """A fact's kind.
+
+    Raises:
+        InvalidInputError: If it is not one of :data:`~memory_chain.facts.model.KINDS`.
+    """
+    if kind not in KINDS:
+        raise InvalidInputError(f"unknown fact kind {kind!r}: use one of {', '.join(KINDS)}")
+    return cast(FactKind, kind)
+
+
+class FactStore:
+    """The users' facts (see the module docstring).
+
+    Creating one does no I/O.
+
+    Args:
+        database: Tier 2.
+        embed: Embeds texts for reconciliation and ranking (``None``: words and dates
+            only).
+    """
+
+    def __init__(self, database: Database, *, embed: Embed | None = None) -> None:
+        self.database = database
+        self.embed = embed
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, user_id: str, fact_id: str) -> Fact | None:
+        """One of the user's facts, whatever its status."""
+        rows = self.database.read(
+            select(facts).where(facts.c.user_id == user_id, facts.c.id == fact_id)
+        )
+        return fact_from_row(rows[0]) if rows else None
+
+    def of_user(
+        self,
+        user_id: str,
+        *,
+        statuses: Sequence[str] = ("current",),
+        conversation_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        """The user's facts with these statuses, newest first.
+
+        Args:
+            user_id: Whose.
+            statuses: Which (``"current"``, ``"superseded"``, ``"dismissed"``).
+            conversation_id: Only those learnt in this conversation.
+            limit: At most this many.
+        """
+        unknown = set(statuses) - set(STATUSES)
+        if unknown:
+            raise InvalidInputError(
+                f"unknown fact status {sorted(unknown)[0]!r}: use {', '.join(STATUSES)}"
+            )
+        statement = (
+            select(facts)
+            .where(facts.c.user_id == user_id, facts.c.status.in_(list(statuses)))
+            .order_by(facts.c.valid_from.desc(), facts.c.created_at.desc(), facts.c.id)
+        )
+        if conversation_id is not None:
+            statement = statement.where(facts.c.conversation_id == conversation_id)
+        if limit is not None:
+            statement = statement.limit(limit)
+        return [fact_from_row(row) for row in self.database.read(statement)]
+
+    def count(self, user_id: str | None = None) -> dict[str, int]:
+        """Facts by status (every user's, or one user's)."""
+        statement = select(facts.c.status, func.count()).group_by(facts.c.status)
+        if user_id is not None:
+            statement = statement.where(facts.c.user_id == user_id)
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update({row[0]: row[1] for row in self.database.read(statement)})
+        return counts
+
+    def profile(self, user_id: str, vector: Sequence[float] | None = None) -> list[RankedFact]:
+        """The user's current facts, most relevant to ``vector`` first.
+
+        Facts without a vector (stored while no embedding model was at hand) are embedded
+        now when one is, and kept; those still unscored follow the scored ones, newest
+        first. Without ``vector``: newest first.
+        """
+        rows = self.database.read(
+            select(facts)
+            .where(facts.c.user_id == user_id, facts.c.status == "current")
+            .order_by(facts.c.valid_from.desc(), facts.c.id)
+        )
+        if not rows:
+            return []
+        vectors = {row.id: _vector(row.embedding) for row in rows}
+        missing = [row for row in rows if vectors[row.id] is None]
+        if missing and self.embed is not None and vector is not None:
+            vectors.update(self._embed_missing(missing))
+        ranked = [RankedFact(fact_from_row(row), None) for row in rows]
+        if vector is None:
+            return ranked
+        query = np.asarray(vector, dtype="<f4")
+        scored = [
+            replace(r, score=float(np.dot(query, v)))
+            if (v := vectors[r.fact.id]) is not None
+            else r
+            for r in ranked
+        ]
+        # Stable: unscored facts keep their newest-first order after the scored ones.
+        return sorted(scored, key=lambda r: -r.score if r.score is not None else 2.0)
+
+    def _embed_missing(self, rows: Sequence[Any]) -> dict[str, np.ndarray]:
+        assert self.embed is not None
+        try:
+            embedded = self.embed([row.text for row in rows])
+        except MemoryChainError as exc:
+            logger.warning("facts not embedded (ranked by date): %s", exc)
+            return {}
+        blobs = {row.id: _vector_bytes(v) for row, v in zip(rows, embedded, strict=True)}
+
+        def work(conn: Connection) -> None:
+            for row in rows:  # only if the text is still the one embedded
+                conn.execute(
+                    update(facts)
+                    .where(facts.c.id == row.id, facts.c.text == row.text)
+                    .values(embedding=blobs[row.id])
+                )
+
+        self.database.write(work)
+        return {fact_id: np.frombuffer(blob, dtype="<f4") for fact_id, blob in blobs.items()}
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _embedding(self, text: str) -> bytes | None:
+        if self.embed is None:
+            return None
+        try:
+            return _vector_bytes(self.embed([text])[0])
+        except MemoryChainError as exc:
+            logger.warning("fact stored without its vector: %s", exc)
+            return None
+
+    def add(self, user_id: str, draft: FactDraft, *, replaces: str | None = None) -> FactChange:
+        """Add a fact, reconciled with the user's current ones (:mod:`.reconcile`).
+
+        Args:
+            user_id: Whose.
+            draft: The fact.
+            replaces: A current fact of the user this one corrects (superseded whatever the
+                rule says).
+
+        Raises:
+            InvalidInputError: On a malformed fact, or if ``replaces`` is not a current
+                fact of the user.
+        """
+        validate_id(user_id, "user id")
+        text = checked_text(draft.text)
+        kind = checked_kind(draft.kind)
+        if draft.origin not in ORIGINS:
+            raise InvalidInputError(f"unknown fact origin {draft.origin!r}")
+        embedding = self._embedding(text)
+        vector = _vector(embedding)
+        now = utcnow()
+
+        def work(conn: Connection) -> FactChange:
+            rows = conn.execute(
+                select(facts).where(facts.c.user_id == user_id, facts.c.status == "current")
+            ).all()
+            known = [Known(fact_from_row(row), _vector(row.embedding)) for row in rows]
+            if replaces is not None:
+                target = next((k.fact for k in known if k.fact.id == replaces), None)
+                if target is None:
+                    raise InvalidInputError(f"no current fact {replaces!r} of this user")
+                decision = Decision("supersede", target)
+            else:
+                decision = decide(text, draft.subject, vector, known)
+            decision_action, old = decision.action, decision.target
+            if decision_action == "same" and old is not None:
+                return FactChange("same", old)
+            fact = Fact(
+                id=uuid.uuid4().hex,
+                user_id=user_id,
+                text=text,
+                kind=kind,
+                origin=draft.origin,
+                status="current",
+                created_at=now,
+                valid_from=as_utc(draft.valid_from) if draft.valid_from else now,
+                subject=draft.subject,
+                conversation_id=draft.conversation_id,
+                turns=draft.turns,
+                confidence=draft.confidence,
+            )
+            conn.execute(insert(facts).values(**fact_values(fact, embedding)))
+            if decision_action == "supersede" and old is not None:
+                _retire(conn, old.id, "superseded", now, superseded_by=fact.id)
+                return FactChange("superseded", fact, replace_status(old, fact.id, now))
+            return FactChange("added", fact)
+
+        change: FactChange = self.database.write(work)
+        return change
+
+    def edit(
+        self, user_id: str, fact_id: str, *, text: str | None = None, kind: str | None = None
+    ) -> Fact | None:
+        """Change a current fact's text or kind; the old version is kept as history.
+
+        The fact keeps its id; a copy of what it said before is stored as superseded by it.
+
+        Returns:
+            The edited fact, or ``None`` if the user has no current fact with that id.
+
+        Raises:
+            InvalidInputError: On a malformed text or kind, or when neither is given.
+        """
+        if text is None and kind is None:
+            raise InvalidInputError("give the fact's new text, its new kind, or both")
+        new_text = checked_text(text) if text is not None else None
+        new_kind = checked_kind(kind) if kind is not None else None
+        embedding = self._embedding(new_text) if new_text is not None else None
+        now = utcnow()
+
+        def work(conn: Connection) -> Fact | None:
+            row = conn.execute(
+                select(facts).where(
+                    facts.c.user_id == user_id, facts.c.id == fact_id, facts.c.status == "current"
+                )
+            ).first()
+            if row is None:
+                return None
+            old = fact_from_row(row)
+            history = replace(
+                old,
+                id=uuid.uuid4().hex,
+                status="superseded",
+                invalidated_at=now,
+                superseded_by=old.id,
+            )
+            conn.execute(insert(facts).values(**fact_values(history, row.embedding)))
+            values: dict[str, Any] = {"valid_from": naive_utc(now), "origin": "api"}
+            if new_text is not None:
+                values.update(text=new_text, embedding=embedding)
+            if new_kind is not None:
+                values["kind"] = new_kind
+            conn.execute(update(facts).where(facts.c.id == fact_id).values(**values))
+            updated = conn.execute(select(facts).where(facts.c.id == fact_id)).one()
+            return fact_from_row(updated)
+
+        edited: Fact | None = self.database.write(work)
+        return edited
+
+    def dismiss(self, user_id: str, fact_id: str) -> Fact | None:
+        """Dismiss a fact: it leaves every prompt and stays in the history.
+
+        Returns:
+            The fact (dismissing twice is not an error), or ``None`` if the user has none
+            with that id.
+        """
+        now = utcnow()
+
+        def work(conn: Connection) -> Fact | None:
+            row = conn.execute(
+                select(facts).where(facts.c.user_id == user_id, facts.c.id == fact_id)
+            ).first()
+            if row is None:
+                return None
+            if row.status == "current":
+                _retire(conn, fact_id, "dismissed", now)
+                row = conn.execute(select(facts).where(facts.c.id == fact_id)).one()
+            return fact_from_row(row)
+
+        dismissed: Fact | None = self.database.write(work)
+        return dismissed
+
+    def forget_matching(self, user_id: str, text: str) -> list[Fact]:
+        """Dismiss the current facts a "forget ..." request names.
+
+        The facts whose words hold the request's (case aside), else the one most similar
+        to it (a cosine of at least :data:`FORGET_COSINE`).
+
+        Returns:
+            The facts dismissed.
+        """
+        wanted = normalized(text)
+        if not wanted:
+            return []
+        current = self.profile(user_id, self._query_vector(text))
+        named = [r.fact for r in current if wanted in normalized(r.fact.text)]
+        if not named:
+            best = current[0] if current else None
+            if best is not None and best.score is not None and best.score >= FORGET_COSINE:
+                named = [best.fact]
+        return [f for fact in named if (f := self.dismiss(user_id, fact.id)) is not None]
+
+    def _query_vector(self, text: str) -> list[float] | None:
+        if self.embed is None:
+            return None
+        try:
+            return self.embed([text])[0]
+        except MemoryChainError:
+            return None
+
+    # -- export and import -----------------------------------------------------------------
+
+    def restore(self, facts_: Sequence[Fact]) -> int:
+        """Store facts as they were exported (ids, statuses and dates kept).
+
+        A fact whose id is stored already is left as it is (an import is idempotent).
+
+        Returns:
+            How many were stored.
+        """
+        if not facts_:
+            return 0
+        for fact in facts_:
+            validate_id(fact.user_id, "user id")
+            checked_text(fact.text)
+            checked_kind(fact.kind)
+
+        def work(conn: Connection) -> int:
+            ids = [fact.id for fact in facts_]
+            known = set(conn.execute(select(facts.c.id).where(facts.c.id.in_(ids))).scalars())
+            fresh = [fact for fact in facts_ if fact.id not in known]
+            for fact in fresh:
+                conn.execute(insert(facts).values(**fact_values(fact, None)))
+            return len(fresh)
+
+        stored: int = self.database.write(work)
+        return stored
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every fact of a user (rows, history included); how many there were."""
+
+        def work(conn: Connection) -> int:
+            return int(conn.execute(delete(facts).where(facts.c.user_id == user_id)).rowcount)
+
+        deleted: int = self.database.write(work)
+        return deleted
+
+
+def _retire(
+    conn: Connection,
+    fact_id: str,
+    status: FactStatus,
+    now: datetime,
+    *,
+    superseded_by: str | None = None,
+) -> None:
+    conn.execute(
+        update(facts)
+        .where(facts.c.id == fact_id)
+        .values(status=status, invalidated_at=naive_utc(now), superseded_by=superseded_by)
+    )
+
+
+def replace_status(fact: Fact, superseded_by: str, now: datetime) -> Fact:
+    """``fact`` as it is once superseded by ``superseded_by``."""
+    return replace(fact, status="superseded", invalidated_at=now, superseded_by=superseded_by)

@@ -1,0 +1,201 @@
+"""The users' facts in tier 2: reconciled, edited and dismissed with their history, ranked.
+
+On SQLite and PostgreSQL, with the real embedding model; the manager's filing of "remember
+that ..." and "forget that ..." requests as they are stored, with tier 3 on or off.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_chain.errors import InvalidInputError
+from memory_chain.facts.model import FactDraft
+from memory_chain.facts.store import FactStore
+from memory_chain.manager import MemoryManager
+from memory_chain.schemas import NewTurn
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+
+
+@pytest.fixture
+def facts(store: SQLStore, embeddings: SentenceEmbeddings) -> FactStore:
+    return FactStore(store.database, embed=embeddings.embed_documents)
+
+
+def test_the_same_fact_again_adds_nothing_and_a_new_subject_value_supersedes(
+    facts: FactStore,
+) -> None:
+    first = facts.add("ana", FactDraft("I live in Porto.", subject="home city"))
+    assert first.action == "added"
+    for again in ("i live in porto", "  I live in Porto!  ", "I live in Porto"):
+        change = facts.add("ana", FactDraft(again))
+        assert (change.action, change.fact.id) == ("same", first.fact.id)
+    # A different fact about something else is added, even when its words are close.
+    other = facts.add("ana", FactDraft("I live in Porto with my sister."))
+    assert other.action == "added"
+    moved = facts.add("ana", FactDraft("I live in Berlin.", subject="Home City "))
+    assert moved.action == "superseded"
+    assert moved.replaced is not None
+    assert moved.replaced.id == first.fact.id
+    current = {f.text for f in facts.of_user("ana")}
+    assert current == {"I live in Berlin.", "I live in Porto with my sister."}
+    (old,) = facts.of_user("ana", statuses=("superseded",))
+    assert (old.text, old.superseded_by) == ("I live in Porto.", moved.fact.id)
+    assert old.invalidated_at is not None
+    # Another user's facts are another user's.
+    assert facts.add("bob", FactDraft("I live in Porto.")).action == "added"
+    assert facts.of_user("bob")[0].user_id == "bob"
+    assert facts.count("ana") == {"current": 2, "superseded": 1, "dismissed": 0}
+
+
+def test_a_correction_names_the_fact_it_replaces(facts: FactStore) -> None:
+    anna = facts.add("ana", FactDraft("My wife is Anna.", kind="relationship")).fact
+    fixed = facts.add("ana", FactDraft("My wife is Ana.", kind="relationship"), replaces=anna.id)
+    assert fixed.action == "superseded"
+    assert [f.text for f in facts.of_user("ana")] == ["My wife is Ana."]
+    with pytest.raises(InvalidInputError, match="no current fact"):
+        facts.add("ana", FactDraft("x"), replaces=anna.id)  # superseded already
+
+
+def test_an_edit_keeps_the_id_and_the_old_text_as_history(facts: FactStore) -> None:
+    fact = facts.add("ana", FactDraft("My seat is 14C.")).fact
+    edited = facts.edit("ana", fact.id, text="My seat is 15A.", kind="plan")
+    assert edited is not None
+    assert (edited.id, edited.text, edited.kind, edited.origin) == (
+        fact.id,
+        "My seat is 15A.",
+        "plan",
+        "api",
+    )
+    (history,) = facts.of_user("ana", statuses=("superseded",))
+    assert (history.text, history.superseded_by, history.kind) == (
+        "My seat is 14C.",
+        fact.id,
+        "other",
+    )
+    assert facts.edit("bob", fact.id, text="stolen") is None  # not bob's
+    assert facts.edit("ana", history.id, text="x") is None  # not current
+    with pytest.raises(InvalidInputError, match="new text"):
+        facts.edit("ana", fact.id)
+    with pytest.raises(InvalidInputError, match="kind"):
+        facts.edit("ana", fact.id, kind="gossip")
+    with pytest.raises(InvalidInputError, match="empty"):
+        facts.edit("ana", fact.id, text="   ")
+    # The new text is what ranks now.
+    vector = facts.embed(["which seat do I have?"])[0] if facts.embed else None
+    (ranked,) = facts.profile("ana", vector)
+    assert ranked.fact.text == "My seat is 15A."
+    assert ranked.score is not None
+
+
+def test_a_dismissed_fact_leaves_the_profile_and_stays_in_the_history(facts: FactStore) -> None:
+    fact = facts.add("ana", FactDraft("I hate olives.", kind="preference")).fact
+    dismissed = facts.dismiss("ana", fact.id)
+    assert dismissed is not None
+    assert dismissed.status == "dismissed"
+    assert facts.dismiss("ana", fact.id) == dismissed  # twice: the same
+    assert facts.dismiss("bob", fact.id) is None
+    assert facts.profile("ana") == []
+    assert facts.of_user("ana", statuses=("dismissed",)) == [dismissed]
+    # Said again later, it is a new current fact (the dismissed one is history).
+    again = facts.add("ana", FactDraft("I hate olives."))
+    assert again.action == "added"
+    assert again.fact.id != fact.id
+
+
+def test_the_profile_ranks_by_the_message_and_embeds_facts_stored_without_vectors(
+    store: SQLStore, embeddings: SentenceEmbeddings
+) -> None:
+    bare = FactStore(store.database)  # no embedding model: stored without vectors
+    for text in (
+        "My daughter Mia turns 7 in May.",
+        "I am allergic to peanuts.",
+        "I drive a Volvo.",
+    ):
+        assert bare.add("ana", FactDraft(text)).action == "added"
+    newest_first = [r.fact.text for r in bare.profile("ana")]
+    assert newest_first[0] == "I drive a Volvo."
+    assert all(r.score is None for r in bare.profile("ana"))
+    ranked = FactStore(store.database, embed=embeddings.embed_documents)
+    question = embeddings.embed_query("Which foods must I avoid?")
+    order = ranked.profile("ana", question)
+    assert order[0].fact.text == "I am allergic to peanuts."
+    assert all(r.score is not None for r in order)
+    scores = [r.score for r in order if r.score is not None]
+    assert scores == sorted(scores, reverse=True)
+    # The vectors were stored: a store without a model ranks them now.
+    assert bare.profile("ana", question)[0].fact.text == "I am allergic to peanuts."
+
+
+def test_forget_requests_dismiss_the_fact_they_name(facts: FactStore) -> None:
+    facts.add("ana", FactDraft("My locker code is 4471."))
+    facts.add("ana", FactDraft("I play the cello on Sundays."))
+    assert [f.text for f in facts.forget_matching("ana", "my locker code")] == [
+        "My locker code is 4471."
+    ]
+    assert facts.forget_matching("ana", "the weather in Oslo") == []  # names nothing
+    assert [f.text for f in facts.of_user("ana")] == ["I play the cello on Sundays."]
+
+
+def test_bad_facts_are_refused_with_what_to_fix(facts: FactStore) -> None:
+    with pytest.raises(InvalidInputError, match="empty"):
+        facts.add("ana", FactDraft(" "))
+    with pytest.raises(InvalidInputError, match="2,000"):
+        facts.add("ana", FactDraft("x" * 2001))
+    with pytest.raises(InvalidInputError, match="kind"):
+        facts.add("ana", FactDraft("ok", kind="gossip"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="user id"):
+        facts.add("../x", FactDraft("ok"))
+    assert facts.of_user("ana") == []
+
+
+def test_restore_keeps_ids_statuses_and_dates_and_is_idempotent(
+    facts: FactStore, store: SQLStore
+) -> None:
+    facts.add("ana", FactDraft("I live in Porto.", subject="city"))
+    facts.add("ana", FactDraft("I live in Berlin.", subject="city"))
+    exported = facts.of_user("ana", statuses=("current", "superseded", "dismissed"))
+    facts.delete_user("ana")
+    assert facts.of_user("ana", statuses=("current", "superseded")) == []
+    assert facts.restore(exported) == 2
+    assert facts.restore(exported) == 0
+    again = facts.of_user("ana", statuses=("current", "superseded", "dismissed"))
+    assert again == exported
+
+
+def test_the_manager_files_remember_and_forget_requests_as_they_are_stored(
+    store: SQLStore, embeddings: SentenceEmbeddings
+) -> None:
+    manager = MemoryManager(
+        store, TurnBuffer(), facts=FactStore(store.database, embed=embeddings.embed_documents)
+    )  # tier 3 off: facts live in tier 2 all the same
+    said = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+    manager.add_turns(
+        "trip",
+        "ana",
+        [
+            NewTurn("user", "Our flight number is TP 1234.", timestamp=said),
+            NewTurn("assistant", "Noted."),
+            NewTurn("user", "Remember this."),  # about the previous message
+            NewTurn("user", "I don't remember that movie."),  # not a save
+            NewTurn("user", "Do you remember that song?"),  # a question, not a save
+            NewTurn("user", "Please save this file as csv."),  # not about memory
+            NewTurn("user", "Remember: my wife is Ana."),
+        ],
+    )
+    facts = manager.facts("ana")
+    assert {(f.text, f.turns) for f in facts} == {
+        ("Our flight number is TP 1234.", (3, 3)),
+        ("my wife is Ana.", (7, 7)),
+    }
+    assert all(f.origin == "explicit" and f.conversation_id == "trip" for f in facts)
+    # "Forget that", in another conversation, about the previous message's subject.
+    manager.add_turns("other", "ana", [NewTurn("user", "Please forget my flight number.")])
+    assert [f.text for f in manager.facts("ana")] == ["my wife is Ana."]
+    # Every prompt of the user has the current facts, none of another user.
+    context = manager.retrieve("new", "ana", "Who is my wife?")
+    assert [item.content for item in context.facts] == ["my wife is Ana."]
+    assert manager.retrieve("new", "bob", "Who is my wife?").facts == ()

@@ -31,7 +31,7 @@ from langchain_core.runnables import Runnable
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
-from memory_chain.facts.intent import parse_intent
+from memory_chain.intent import parse_intent
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.serial import SerialExecutor
 from memory_chain.summarize import summary_inputs

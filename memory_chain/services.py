@@ -19,13 +19,13 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import MemoryChainError
-from memory_chain.facts.store import FactStore
 from memory_chain.llm import ChatModels, open_chat_models
 from memory_chain.manager import MemoryManager
 from memory_chain.retention import Retention
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.migrate import current_revision
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
 from memory_chain.tiers.vectors.index import VectorIndex

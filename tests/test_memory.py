@@ -30,12 +30,12 @@ from memory_chain.consolidation import (
     ConsolidationSettings,
 )
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.store import FactStore
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn, TokenUsage, utcnow
 from memory_chain.summarize import build_summarization_chain
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.indexer import TurnIndexer

@@ -29,13 +29,13 @@ from memory_chain.chain import build_chat_chain
 from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import OneModel
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
-from memory_chain.facts.store import FactStore
 from memory_chain.manager import MemoryManager
 from memory_chain.retention import Retention
 from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import NewTurn, utcnow
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings

@@ -25,11 +25,11 @@ from memory_chain.api import create_app
 from memory_chain.cli import app
 from memory_chain.config import MemorySettings
 from memory_chain.facts.model import STATUSES, Fact, FactDraft
-from memory_chain.facts.store import FactStore
 from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.services import open_services
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.models import conversations, facts, outbox, summaries, turns
 from memory_chain.tiers.sql.transfer import (
     ConversationExistsError,

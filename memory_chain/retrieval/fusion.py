@@ -28,7 +28,7 @@ conversations (``memory-chain eval locomo FILE --cross-validate``): each is the 
 folds chose, and the figures held out from the tuning are in ``docs/retrieval.md``.
 Summaries are ranked by their keyword score (``a * bm25 / best summary bm25``). The user's
 facts are not fused: the prompt has a section of its own for them
-(:meth:`memory_chain.facts.store.FactStore.profile`).
+(:meth:`memory_chain.tiers.sql.facts.FactStore.profile`).
 """
 
 from __future__ import annotations

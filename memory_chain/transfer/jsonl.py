@@ -4,7 +4,7 @@ The line format is in :mod:`memory_chain.transfer.format`; the store-level reads
 in :mod:`memory_chain.tiers.sql.transfer`. An export writes the conversations in scope, then
 the facts of their users (every status). An import reads and checks the whole file before
 writing anything, then writes one transaction per conversation and stores the facts with
-:meth:`~memory_chain.facts.store.FactStore.restore` (ids, statuses and dates kept; a fact
+:meth:`~memory_chain.tiers.sql.facts.FactStore.restore` (ids, statuses and dates kept; a fact
 already stored is left as it is).
 
 Example:
@@ -32,8 +32,8 @@ from sqlalchemy import Engine
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
 from memory_chain.facts.model import Fact
-from memory_chain.facts.store import FactStore
 from memory_chain.schemas import utcnow
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.store import SQLStore
 from memory_chain.tiers.sql.transfer import (
     ConversationExistsError,

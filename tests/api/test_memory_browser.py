@@ -22,7 +22,7 @@ import pytest
 
 from memory_chain.api import create_app
 from memory_chain.config import MemorySettings
-from memory_chain.facts.intent import parse_intent
+from memory_chain.intent import parse_intent
 from tests import browsers
 from tests.faults.fake_llm import FakeOllama
 from tests.servers import RunningServer, server_env

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_chain.facts.intent import Action, Intent, parse_intent
+from memory_chain.intent import Action, Intent, parse_intent
 
 SAVES = [
     # The misfires of the old regex.

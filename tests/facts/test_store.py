@@ -12,11 +12,11 @@ import pytest
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.facts.model import FactDraft
-from memory_chain.facts.store import FactStore
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 
 

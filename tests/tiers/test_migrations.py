@@ -11,8 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect
 
 from memory_chain.errors import SchemaNotReadyError
-from memory_chain.facts.store import FactStore
 from memory_chain.tiers.sql import check_schema, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.migrate import current_revision, downgrade, head_revision
 from memory_chain.tiers.sql.models import Base
 

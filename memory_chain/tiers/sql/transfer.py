@@ -7,7 +7,7 @@ same snapshot. :func:`write_conversation` writes one such conversation back in o
 transaction, keeping its turn numbers, timestamps, counters, status and summaries
 (:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be used to restore), and
 queues its turns for tier 3 when the store does. A conversation is either written whole or
-not at all. Facts are written back by :meth:`memory_chain.facts.store.FactStore.restore`
+not at all. Facts are written back by :meth:`memory_chain.tiers.sql.facts.FactStore.restore`
 (ids, statuses and dates kept) after :func:`check_fact`.
 
 Example:
@@ -32,7 +32,6 @@ from sqlalchemy import Connection, Engine, Select, func, insert, select
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import ORIGINS, STATUSES, Fact
-from memory_chain.facts.store import checked_kind, checked_text, fact_from_row
 from memory_chain.schemas import (
     ConversationInfo,
     NewTurn,
@@ -42,6 +41,7 @@ from memory_chain.schemas import (
     validate_new_turns,
     validate_status,
 )
+from memory_chain.tiers.sql.facts import checked_kind, checked_text, fact_from_row
 from memory_chain.tiers.sql.models import conversations, facts, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (

@@ -3,10 +3,10 @@
 Until now a "fact" was a user turn matched by a regular expression and filed word for word in
 a tier-3 collection; ``dismissed_facts`` named those the user deleted. ``facts`` holds each
 fact with its kind, origin, source turns, validity and vector (see
-:mod:`memory_chain.facts.store`).
+:mod:`memory_chain.tiers.sql.facts`).
 
 The turns filed before are carried over: each user turn the old expression matched is read
-again with :func:`memory_chain.facts.intent.parse_intent`; a request to remember becomes a
+again with :func:`memory_chain.intent.parse_intent`; a request to remember becomes a
 fact (origin ``explicit``; its text is what was asked to be kept, the previous user message
 for a bare "remember this"), current, or dismissed if it was. Turns the old expression
 matched wrongly ("I don't remember that movie") are not carried over. Vectors are computed
@@ -66,7 +66,7 @@ def upgrade() -> None:
 
 
 def _carry_over_turn_facts() -> None:
-    from memory_chain.facts.intent import parse_intent
+    from memory_chain.intent import parse_intent
 
     conn = op.get_bind()
     # Only the turns the old expression could have matched are read (its words, any case).

@@ -53,6 +53,10 @@ logger = logging.getLogger(__name__)
 #: Embeds texts (an ``Embeddings.embed_documents``).
 Embed = Callable[[list[str]], list[list[float]]]
 
+#: Facts a profile reads whole, the most relevant first: more than a prompt's facts section
+#: holds (15 % of memory's room: about 40 one-line facts in an 8k window).
+PROFILE_LIMIT = 64
+
 #: A cosine at which a "forget ..." request names a fact.
 FORGET_COSINE = 0.6
 
@@ -228,36 +232,48 @@ class FactStore:
         counts.update({row[0]: row[1] for row in self.database.read(statement)})
         return counts
 
-    def profile(self, user_id: str, vector: Sequence[float] | None = None) -> list[RankedFact]:
-        """The user's current facts, most relevant to ``vector`` first.
+    def profile(
+        self,
+        user_id: str,
+        vector: Sequence[float] | None = None,
+        *,
+        limit: int | None = PROFILE_LIMIT,
+    ) -> list[RankedFact]:
+        """The user's current facts, most relevant to ``vector`` first (at most ``limit``).
 
-        Facts without a vector (stored while no embedding model was at hand) are embedded
-        now when one is, and kept; those still unscored follow the scored ones, newest
-        first. Without ``vector``: newest first.
+        Every current fact is scored (one matrix product over the stored vectors); only the
+        best ``limit`` are read whole. Facts without a vector (stored while no embedding
+        model was at hand) are embedded now when one is, and kept; those still unscored
+        follow the scored ones, newest first. Without ``vector``: newest first.
         """
-        rows = self.database.read(
-            select(facts)
+        keys = self.database.read(
+            select(facts.c.id, facts.c.text, facts.c.embedding)
             .where(facts.c.user_id == user_id, facts.c.status == "current")
             .order_by(facts.c.valid_from.desc(), facts.c.id)
         )
-        if not rows:
+        if not keys:
             return []
-        vectors = {row.id: _vector(row.embedding) for row in rows}
-        missing = [row for row in rows if vectors[row.id] is None]
-        if missing and self.embed is not None and vector is not None:
-            vectors.update(self._embed_missing(missing))
-        ranked = [RankedFact(fact_from_row(row), None) for row in rows]
-        if vector is None:
-            return ranked
-        query = np.asarray(vector, dtype="<f4")
-        scored = [
-            replace(r, score=float(np.dot(query, v)))
-            if (v := vectors[r.fact.id]) is not None
-            else r
-            for r in ranked
-        ]
+        scores: dict[str, float] = {}
+        if vector is not None:
+            query = np.asarray(vector, dtype="<f4")
+            size = query.nbytes
+            missing = [row for row in keys if not row.embedding]
+            if missing and self.embed is not None:
+                for fact_id, embedded in self._embed_missing(missing).items():
+                    scores[fact_id] = float(embedded @ query)
+            have = [row for row in keys if row.embedding and len(row.embedding) == size]
+            if have:
+                matrix = np.frombuffer(b"".join(row.embedding for row in have), dtype="<f4")
+                products = matrix.reshape(len(have), -1) @ query
+                scores.update(
+                    (row.id, float(score)) for row, score in zip(have, products, strict=True)
+                )
         # Stable: unscored facts keep their newest-first order after the scored ones.
-        return sorted(scored, key=lambda r: -r.score if r.score is not None else 2.0)
+        order = sorted((row.id for row in keys), key=lambda i: -scores.get(i, -2.0))
+        chosen = order[:limit] if limit is not None else order
+        rows = self.database.read(select(facts).where(facts.c.id.in_(chosen)))
+        by_id = {row.id: fact_from_row(row) for row in rows}
+        return [RankedFact(by_id[i], scores.get(i)) for i in chosen if i in by_id]
 
     def _embed_missing(self, rows: Sequence[Any]) -> dict[str, np.ndarray]:
         assert self.embed is not None
@@ -434,7 +450,7 @@ class FactStore:
         wanted = normalized(text)
         if not wanted:
             return []
-        current = self.profile(user_id, self._query_vector(text))
+        current = self.profile(user_id, self._query_vector(text), limit=None)
         named = [r.fact for r in current if wanted in normalized(r.fact.text)]
         if not named:
             best = current[0] if current else None

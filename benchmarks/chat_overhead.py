@@ -264,8 +264,7 @@ class Breakdown:
         t4 = clock()
         tier3.index.search(vector, VectorFilter(user_id=uid), retrieval.semantic_k)
         t5 = clock()
-        if tier3.facts is not None:
-            tier3.facts.search(uid, vector, retrieval.facts_k)
+        self.manager.profile(uid, vector)
         t6 = clock()
         self.samples["part_keyword_search"].append(t1 - t0)
         self.samples["part_recent_turns"].append(t2 - t1)

@@ -121,7 +121,7 @@ def overhead_lines(
         ("  summary (tier 1, SQL on a miss)", "part_summary"),
         ("  embed_query", "part_embed_query"),
         ("  EdgeIndex.search (user, top semantic_k = 20)", "part_vector_search"),
-        ("  facts search", "part_facts_search"),
+        ("  the user's facts, ranked (tier 2)", "part_facts_search"),
     ):
         if key in breakdown:  # "budget_cold" needs a counter with a cache
             lines.append(stats_row(label, breakdown[key]))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from chat_recorder import Recorder
-from corpus import chat_turn, make_theme, question
+from corpus import chat_turn, fill, make_theme, question
 from harness import progress, rss_mb
 from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -33,6 +33,7 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import OneModel
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
+from memory_chain.facts.model import FactDraft
 from memory_chain.local_llm.tokenizer import embedded_model_counter
 from memory_chain.schemas import MemoryContext, NewTurn, Role, Summary
 from memory_chain.services import Services, open_services
@@ -110,6 +111,10 @@ class Request:
                 "user_id": self.conversation.user_id,
             }
         }
+
+
+#: Facts each user has (a profile of a few dozen lines, as a user of some months would).
+FACTS_PER_USER = 20
 
 
 def make_conversations(settings: Settings, rng: random.Random) -> list[Conversation]:
@@ -304,6 +309,15 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
     figures["drain_seconds"] = time.perf_counter() - t0
     figures["points"] = services.vectors.index.count()
     figures["drain_turns_per_second"] = figures["points"] / figures["drain_seconds"]
+
+    # Each user's profile: FACTS_PER_USER facts, in every prompt of theirs.
+    t0 = time.perf_counter()
+    for number in range(settings.users):
+        user = f"user-{number:03d}"
+        for fact in range(FACTS_PER_USER):
+            text = fill("I care about {topic} and {food}; {person} lives in {city}.", rng)
+            manager.add_fact(user, FactDraft(f"Note {fact}: {text}"))
+    figures["facts_seconds"] = time.perf_counter() - t0
 
     # Summaries up to the last few turns, as threshold consolidation would have left them.
     t0 = time.perf_counter()

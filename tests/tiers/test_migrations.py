@@ -423,3 +423,73 @@ def test_0007_gives_each_user_their_own_conversation_ids(sql_url: str) -> None:
             assert sorted(row[0] for row in owners) == ["c1", "c2"]
     finally:
         engine.dispose()
+
+
+def test_0010_carries_the_turn_based_facts_over_and_drops_the_misfires(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.tiers.sql import SQLStore
+
+    engine = create_sql_engine(sql_url)
+    try:
+        upgrade(engine, "0009")
+        said = [
+            (1, "user", "We fly to Lisbon on 3 May."),
+            (2, "assistant", "Noted."),
+            (3, "user", "Remember this."),  # about the previous user message
+            (4, "user", "I don't remember that movie."),  # matched by the old rule
+            (5, "user", "Please remember this: my seat is 14C."),
+            (6, "user", "Keep in mind that I am vegan."),
+            (7, "assistant", "Remember this: an assistant turn is no request."),
+        ]
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO conversations (conversation_id, user_id, turn_count, "
+                    "total_tokens, status) VALUES ('ana/trip', 'ana', 7, 0, 'active')"
+                )
+            )
+            for number, role, content in said:
+                conn.execute(
+                    text(
+                        "INSERT INTO conversation_turns (conversation_id, turn_number, role, "
+                        "content) VALUES ('ana/trip', :n, :role, :content)"
+                    ),
+                    {"n": number, "role": role, "content": content},
+                )
+            conn.execute(
+                text(
+                    "INSERT INTO dismissed_facts (conversation_id, turn_number) "
+                    "VALUES ('ana/trip', 6)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO vector_tasks (kind, user_id, conversation_id, first_turn, "
+                    "last_turn) VALUES ('forget_fact', 'ana', 'trip', 6, 6), "
+                    "('refresh', 'ana', 'trip', 1, 2)"
+                )
+            )
+        upgrade(engine)
+        store = SQLStore(engine, queue_embeddings=True)
+        facts = FactStore(store.database).of_user(
+            "ana", statuses=("current", "superseded", "dismissed")
+        )
+        carried = sorted((f.turns, f.text, f.status, f.origin) for f in facts)
+        assert carried == [
+            ((3, 3), "We fly to Lisbon on 3 May.", "current", "explicit"),
+            ((5, 5), "my seat is 14C.", "current", "explicit"),
+            ((6, 6), "I am vegan.", "dismissed", "explicit"),
+        ]
+        assert all(f.conversation_id == "trip" for f in facts)
+        assert [t.kind for t in store.tasks().pending()] == ["refresh"]
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        assert "dismissed_facts" not in tables
+        downgrade(engine, "0009")  # and back: the old table is there again, empty
+        with engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        assert {"dismissed_facts"} <= tables
+        assert "facts" not in tables
+    finally:
+        engine.dispose()

@@ -31,7 +31,7 @@ from langchain_core.runnables import Runnable
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
-from memory_chain.intent import parse_intent
+from memory_chain.intent import asks_to_remember
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.serial import SerialExecutor
 from memory_chain.summarize import summary_inputs
@@ -162,7 +162,7 @@ class ConsolidationService:
 
     def on_turns_added(self, conversation_id: str, user_id: str, turns: Sequence[Turn]) -> None:
         """Check the triggers after a write; consolidation runs in the background."""
-        if any(_asks_to_remember(turn) for turn in turns):
+        if any(asks_to_remember(turn.role, turn.content) for turn in turns):
             # The fact itself is filed by the manager with its turn; the save also
             # consolidates now, even if a run is already under way.
             self.schedule(conversation_id, user_id, "explicit save", force=True)
@@ -429,13 +429,6 @@ class ConsolidationService:
         if self._scanner is not None:
             self._scanner.join(timeout)
         return stopped
-
-
-def _asks_to_remember(turn: Turn) -> bool:
-    if turn.role != "user":
-        return False
-    intent = parse_intent(turn.content)
-    return intent is not None and intent.action == "save"
 
 
 __all__ = [

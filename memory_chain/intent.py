@@ -331,6 +331,14 @@ def parse_intent(message: str) -> Intent | None:
     return None
 
 
+def asks_to_remember(role: str, message: str) -> bool:
+    """Whether a turn is a user's request to remember something (a save, not a forget)."""
+    if role != "user":
+        return False
+    intent = parse_intent(message)
+    return intent is not None and intent.action == "save"
+
+
 def _unquoted(folded: str) -> tuple[int, int]:
     """The bounds of the message, inside the quotes when the whole of it is quoted."""
     start, end = _trimmed(folded, 0, len(folded))

@@ -58,6 +58,7 @@ from memory_chain.chat.budget import (
 )
 from memory_chain.chat.models import ModelInfo
 from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
+from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
 from memory_chain.tokens import EstimatingCounter
@@ -112,10 +113,6 @@ def run_ids(runtime: Runtime[Any] | None, default_user: str) -> RunIds:
     validate_id(conversation)
     validate_id(user, "user id")
     return RunIds(conversation, user)
-
-
-def _text(message: BaseMessage) -> str:
-    return message.text if isinstance(message.text, str) else str(message.content)
 
 
 class MemoryMiddleware(AgentMiddleware):
@@ -180,7 +177,7 @@ class MemoryMiddleware(AgentMiddleware):
         )
         if last is None:
             return request
-        query = _text(messages[last])
+        query = message_text(messages[last])
         model = self._model(request)
         thread = [m for i, m in enumerate(messages) if i != last]
         earlier = any(isinstance(m, HumanMessage) for m in messages[:last])
@@ -204,7 +201,7 @@ class MemoryMiddleware(AgentMiddleware):
         system, *recent = built.messages[:-1]
         thread_messages = cast("list[AnyMessage]", [*recent, *messages])
         return request.override(
-            system_message=SystemMessage(_text(system)), messages=thread_messages
+            system_message=SystemMessage(message_text(system)), messages=thread_messages
         )
 
     def _model(self, request: ModelRequest) -> ModelInfo:
@@ -240,12 +237,12 @@ class MemoryMiddleware(AgentMiddleware):
         )
         counter = model.counter
         # The thread's own messages (and the tools' schemas, counted as text) come first.
-        used = sum(counter.count(_text(m)) + MESSAGE_OVERHEAD for m in thread)
+        used = sum(counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in thread)
         used += sum(counter.count(str(getattr(t, "description", t))) for t in request.tools)
         room = Budget(window=budget.window - used, reserve=budget.reserve)
         if room.prompt <= 0:
             return None
-        system = _text(request.system_message) if request.system_message else ""
+        system = message_text(request.system_message) if request.system_message else ""
         return build_prompt(
             system=system or DEFAULT_PERSONA,
             context=context,
@@ -299,10 +296,10 @@ def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     if not messages:
         return None
     answer = messages[-1]
-    if not isinstance(answer, AIMessage) or answer.tool_calls or not _text(answer).strip():
+    if not isinstance(answer, AIMessage) or answer.tool_calls or not message_text(answer).strip():
         return None
     for message in reversed(messages[:-1]):
         if isinstance(message, HumanMessage):
-            question = _text(message)
-            return (question, _text(answer)) if question.strip() else None
+            question = message_text(message)
+            return (question, message_text(answer)) if question.strip() else None
     return None

@@ -235,7 +235,7 @@ class FactStore:
     def profile(
         self,
         user_id: str,
-        vector: Sequence[float] | None = None,
+        vector: Sequence[float] | np.ndarray | None = None,
         *,
         limit: int | None = PROFILE_LIMIT,
     ) -> list[RankedFact]:
@@ -298,12 +298,13 @@ class FactStore:
     # -- writing ---------------------------------------------------------------------------
 
     def _embedding(self, text: str) -> bytes | None:
+        """``text``'s vector as stored (normalized float32), or ``None`` without one."""
         if self.embed is None:
             return None
         try:
             return _vector_bytes(self.embed([text])[0])
         except MemoryChainError as exc:
-            logger.warning("fact stored without its vector: %s", exc)
+            logger.warning("not embedded (facts are matched by their words): %s", exc)
             return None
 
     def add(self, user_id: str, draft: FactDraft, *, replaces: str | None = None) -> FactChange:
@@ -450,21 +451,13 @@ class FactStore:
         wanted = normalized(text)
         if not wanted:
             return []
-        current = self.profile(user_id, self._query_vector(text), limit=None)
+        current = self.profile(user_id, _vector(self._embedding(text)), limit=None)
         named = [r.fact for r in current if wanted in normalized(r.fact.text)]
         if not named:
             best = current[0] if current else None
             if best is not None and best.score is not None and best.score >= FORGET_COSINE:
                 named = [best.fact]
         return [f for fact in named if (f := self.dismiss(user_id, fact.id)) is not None]
-
-    def _query_vector(self, text: str) -> list[float] | None:
-        if self.embed is None:
-            return None
-        try:
-            return self.embed([text])[0]
-        except MemoryChainError:
-            return None
 
     # -- export and import -----------------------------------------------------------------
 

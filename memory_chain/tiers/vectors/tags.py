@@ -8,7 +8,7 @@ and a reindex reproduces them. A turn gets any of:
 * ``code``: it holds code (a fenced block, or lines that read like a program);
 * ``technical``: it talks about software or systems (a vocabulary of technical terms);
 * ``fact``: a user asked for something to be remembered ("remember that ...":
-  :func:`~memory_chain.intent.parse_intent`).
+  :func:`~memory_chain.intent.asks_to_remember`).
 
 Example:
     >>> turn_tags("user", "How do I fix this Python ImportError?")
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from memory_chain.intent import parse_intent
+from memory_chain.intent import asks_to_remember
 
 #: Every tag a turn can get, in the order they are listed.
 TAGS = ("question", "code", "technical", "fact")
@@ -58,8 +58,6 @@ def turn_tags(role: str, content: str) -> tuple[str, ...]:
         found.append("code")
     if _TECHNICAL.search(content):
         found.append("technical")
-    if role == "user":
-        intent = parse_intent(content)
-        if intent is not None and intent.action == "save":
-            found.append("fact")
+    if asks_to_remember(role, content):
+        found.append("fact")
     return tuple(found)

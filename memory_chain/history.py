@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from memory_chain.deprecation import warn_history_deprecated
 from memory_chain.messages import to_message
 from memory_chain.schemas import validate_id
 
@@ -35,6 +36,9 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
     ``history_messages_key``): new messages are stored through the manager, so they reach
     every tier and consolidation triggers.
 
+    Building one warns (``LangChainDeprecationWarning``): langchain-core deprecated chat
+    histories; it works on langchain-core 1.x (:mod:`memory_chain.deprecation`).
+
     Args:
         manager: The memory manager.
         conversation_id: The conversation.
@@ -42,6 +46,7 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
     """
 
     def __init__(self, manager: MemoryManager, conversation_id: str, *, user_id: str) -> None:
+        warn_history_deprecated("MemoryChatMessageHistory")
         self.manager = manager
         self.conversation_id = validate_id(conversation_id)
         self.user_id = validate_id(user_id, "user id")

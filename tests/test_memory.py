@@ -41,6 +41,9 @@ from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.tier import Tier3
+from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
+
+pytestmark = USES_DEPRECATED_HISTORIES
 
 CFG = {"configurable": {"conversation_id": "trip", "user_id": "ana"}}
 

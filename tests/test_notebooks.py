@@ -3,7 +3,8 @@
 ``quickstart.ipynb`` (a fake chat model) and ``latency_and_recall.ipynb`` (LoCoMo from
 ``../shared/data``) run on the embedded stores; ``remote_client.ipynb`` talks to a real server
 started here (embedded stores, the embedded LLM), whose URL it reads from
-``MEMORY_CHAIN_URL``. A failing cell fails the test with the cell's traceback.
+``MEMORY_CHAIN_URL``; ``agent_with_memory.ipynb`` runs an agent on the embedded model. A
+failing cell fails the test with the cell's traceback.
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ def _execute(name: str, workdir: Path, cell_timeout: int) -> nbformat.NotebookNo
 
 
 @pytest.mark.parametrize(
-    "name", ["quickstart.ipynb", "remote_client.ipynb", "latency_and_recall.ipynb"]
+    "name",
+    [
+        "quickstart.ipynb",
+        "remote_client.ipynb",
+        "latency_and_recall.ipynb",
+        "agent_with_memory.ipynb",
+    ],
 )
 def test_committed_without_outputs(name: str) -> None:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
@@ -78,6 +85,25 @@ def test_remote_client_runs_against_a_real_server(
     executed = _execute("remote_client.ipynb", tmp_path, cell_timeout=600)
     outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
     assert not [output for output in outputs if output.output_type == "error"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_agent_with_memory_runs_on_the_embedded_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """create_agent + MemoryMiddleware + MemoryStore on the embedded model: the notebook's
+    asserts check a fact of one thread reaches another thread of the same user only."""
+    _clean_environment(monkeypatch)
+    # Nothing listens there: the services fall back to the embedded model, as on a machine
+    # without Ollama.
+    monkeypatch.setenv("MEMORY_CHAIN_OLLAMA_BASE_URL", "http://127.0.0.1:9")
+    executed = _execute("agent_with_memory.ipynb", tmp_path, cell_timeout=600)
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.output_type == "error"]
+    text = "".join(output.get("text", "") for output in outputs)
+    assert "LLM: embedded" in text
+    assert "[ana/ana-packing]" in text
 
 
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"

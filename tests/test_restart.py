@@ -11,6 +11,10 @@ import textwrap
 
 import pytest
 
+from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
+
+pytestmark = USES_DEPRECATED_HISTORIES
+
 WRITER = textwrap.dedent(
     """
     import os, sys

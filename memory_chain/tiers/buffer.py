@@ -34,6 +34,7 @@ from langchain_core.messages import BaseMessage
 
 from memory_chain import metrics
 from memory_chain.config import DEFAULT_USER_ID
+from memory_chain.deprecation import warn_history_deprecated
 from memory_chain.messages import to_message, to_new_turns
 from memory_chain.schemas import (
     ConversationInfo,
@@ -341,6 +342,9 @@ class BufferChatMessageHistory(BaseChatMessageHistory):
     first, then cached; a miss reloads the last turns from SQL. Without one it is a plain
     in-memory buffer (turn numbers assigned locally), useful in notebooks and tests.
 
+    Building one warns (``LangChainDeprecationWarning``): langchain-core deprecated chat
+    histories; it works on langchain-core 1.x (:mod:`memory_chain.deprecation`).
+
     Args:
         buffer: The shared :class:`TurnBuffer`.
         conversation_id: The conversation.
@@ -360,6 +364,7 @@ class BufferChatMessageHistory(BaseChatMessageHistory):
         counter: TokenCounter | None = None,
         max_message_chars: int = 200_000,
     ) -> None:
+        warn_history_deprecated("BufferChatMessageHistory")
         self.buffer = buffer
         self.conversation_id = validate_id(conversation_id)
         self.user_id = validate_id(user_id, "user id")

@@ -12,6 +12,9 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import ConversationMetadata, NewTurn, TokenUsage, Turn
 from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
 from memory_chain.tiers.sql import SQLStore
+from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
+
+pytestmark = USES_DEPRECATED_HISTORIES
 
 
 def _turns(conversation_id: str, numbers: range) -> list[Turn]:

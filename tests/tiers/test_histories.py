@@ -8,9 +8,16 @@ SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import warnings
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
     AIMessage,
@@ -26,7 +33,10 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
-from memory_chain.tiers.sql import SQLChatMessageHistory, SQLStore
+from memory_chain.tiers.sql import SQLChatMessageHistory, SQLStore, create_sql_engine, upgrade
+from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
+
+pytestmark = USES_DEPRECATED_HISTORIES
 
 Factory = Callable[[str], BaseChatMessageHistory]
 
@@ -145,3 +155,54 @@ async def test_runnable_with_message_history(make_history: Factory) -> None:
         ("human", "second"),
         ("ai", "seen 3 messages"),
     ]
+
+
+USER_SCRIPT = """
+import warnings
+from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
+from memory_chain.tiers.sql import SQLChatMessageHistory, SQLStore, create_sql_engine, upgrade
+
+engine = create_sql_engine("sqlite:///" + {db!r})
+upgrade(engine)
+BufferChatMessageHistory(TurnBuffer(max_turns=4), "trip")
+SQLChatMessageHistory(SQLStore(engine), "trip")
+"""
+
+
+def test_a_users_script_sees_the_deprecation(tmp_path: Path) -> None:
+    """Outside the tests' filters, building a history shows upstream's deprecation and the
+    door to take instead, pointing at the user's line (Python's default filters)."""
+    script = tmp_path / "user_script.py"
+    script.write_text(USER_SCRIPT.format(db=str(tmp_path / "m.db")))
+    done = subprocess.run(
+        [sys.executable, "-W", "default", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    warned = [line for line in done.stderr.splitlines() if "LangChainDeprecationWarning" in line]
+    assert len(warned) == 2, done.stderr
+    assert all("user_script.py" in line for line in warned), done.stderr
+    assert "BufferChatMessageHistory is a BaseChatMessageHistory" in done.stderr
+    assert "SQLChatMessageHistory is a BaseChatMessageHistory" in done.stderr
+    assert "MemoryMiddleware" in done.stderr
+
+
+def test_no_history_no_warning(tmp_path: Path) -> None:
+    """The memory itself (manager, chain, retriever) raises no deprecation: only the
+    histories, when a user builds one."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LangChainDeprecationWarning)
+        store = SQLStore(_sqlite_engine(tmp_path))
+        TurnBuffer(max_turns=4)
+        assert store is not None
+    with pytest.warns(LangChainDeprecationWarning, match="MemoryMiddleware"):
+        SQLChatMessageHistory(store, "trip")
+
+
+def _sqlite_engine(tmp_path: Path) -> Any:
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    upgrade(engine)
+    return engine

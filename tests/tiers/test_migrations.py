@@ -493,3 +493,56 @@ def test_0010_carries_the_turn_based_facts_over_and_drops_the_misfires(sql_url: 
         assert "facts" not in tables
     finally:
         engine.dispose()
+
+
+def test_0011_adds_store_items_and_downgrades(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.tiers.sql import SQLStore
+    from memory_chain.tiers.sql.store_items import StoreItems
+
+    engine = create_sql_engine(sql_url)
+    try:
+        upgrade(engine, "0010")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO facts (id, user_id, text, kind, origin, status, created_at, "
+                    "valid_from) VALUES ('f1', 'ana', 'I am vegan', 'preference', 'api', "
+                    "'current', '2026-12-05 10:00:00', '2026-12-05 10:00:00')"
+                )
+            )
+        upgrade(engine)
+        columns = [c["name"] for c in inspect(engine).get_columns("store_items")]
+        assert columns == [
+            "user_id", "namespace", "key", "value", "search_text", "embedding", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+        key = inspect(engine).get_pk_constraint("store_items")["constrained_columns"]
+        assert key == ["user_id", "namespace", "key"]
+        store = SQLStore(engine)
+        assert FactStore(store.database).get("ana", "f1") is not None  # kept
+        items = StoreItems(store.database)
+        items.put("ana", ("notes", "work"), "k1", {"text": "standup at 9"}, search_text="x")
+        items.put("ana", ("notes",), "k2", {"text": "oat milk"})
+        items.put("bob", ("notes",), "k1", {"text": "bob's"})
+        items.put("ana", ("notes",), "k2", {"text": "rye bread"})  # replaces
+        assert items.get("ana", ("notes",), "k2").value == {"text": "rye bread"}
+        assert {(i.namespace, i.key) for i in items.under("ana", ("notes",))} == {
+            (("notes", "work"), "k1"),
+            (("notes",), "k2"),
+        }
+        assert items.under("ana", ("note",)) == []  # a prefix is whole labels
+        assert sorted(items.namespaces()) == [
+            ("ana", ("notes",)),
+            ("ana", ("notes", "work")),
+            ("bob", ("notes",)),
+        ]
+        assert store.delete_user("ana") == 0  # no conversations; the items go all the same
+        assert items.namespaces() == [("bob", ("notes",))]
+        downgrade(engine, "0010")
+        tables = set(inspect(engine).get_table_names())
+        assert "store_items" not in tables
+        assert "facts" in tables
+    finally:
+        engine.dispose()

@@ -307,7 +307,14 @@ class FactStore:
             logger.warning("not embedded (facts are matched by their words): %s", exc)
             return None
 
-    def add(self, user_id: str, draft: FactDraft, *, replaces: str | None = None) -> FactChange:
+    def add(
+        self,
+        user_id: str,
+        draft: FactDraft,
+        *,
+        replaces: str | None = None,
+        fact_id: str | None = None,
+    ) -> FactChange:
         """Add a fact, reconciled with the user's current ones (:mod:`.reconcile`).
 
         Args:
@@ -315,12 +322,18 @@ class FactStore:
             draft: The fact.
             replaces: A current fact of the user this one corrects (superseded whatever the
                 rule says).
+            fact_id: Store the fact under this id (a key the client chose, as in LangGraph's
+                store) rather than a new one. The fact is then always stored: one the user
+                has already is superseded by it instead of kept, so that the id names a
+                current fact.
 
         Raises:
-            InvalidInputError: On a malformed fact, or if ``replaces`` is not a current
-                fact of the user.
+            InvalidInputError: On a malformed fact, if ``replaces`` is not a current fact of
+                the user, or if ``fact_id`` is malformed or names a stored fact.
         """
         validate_id(user_id, "user id")
+        if fact_id is not None:
+            validate_id(fact_id, "fact id")
         text = checked_text(draft.text)
         kind = checked_kind(draft.kind)
         if draft.origin not in ORIGINS:
@@ -330,6 +343,15 @@ class FactStore:
         now = utcnow()
 
         def work(conn: Connection) -> FactChange:
+            if (
+                fact_id is not None
+                and conn.execute(select(facts.c.id).where(facts.c.id == fact_id)).first()
+            ):
+                # Ids are unique across users; whose fact it is, is not said.
+                raise InvalidInputError(
+                    f"the fact id {fact_id!r} is taken (by a stored fact, current or past): "
+                    "choose another, e.g. uuid.uuid4().hex"
+                )
             rows = conn.execute(
                 select(facts).where(facts.c.user_id == user_id, facts.c.status == "current")
             ).all()
@@ -342,10 +364,12 @@ class FactStore:
             else:
                 decision = decide(text, draft.subject, vector, known)
             decision_action, old = decision.action, decision.target
+            if decision_action == "same" and fact_id is not None:
+                decision_action = "supersede"  # the client's id must name the fact
             if decision_action == "same" and old is not None:
                 return FactChange("same", old)
             fact = Fact(
-                id=uuid.uuid4().hex,
+                id=fact_id or uuid.uuid4().hex,
                 user_id=user_id,
                 text=text,
                 kind=kind,

@@ -20,6 +20,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from memory_chain.config import DEFAULT_USER_ID
+from memory_chain.deprecation import warn_history_deprecated
 from memory_chain.messages import to_message, to_new_turns
 from memory_chain.schemas import validate_id
 from memory_chain.tiers.sql.store import SQLStore
@@ -32,6 +33,9 @@ class SQLChatMessageHistory(BaseChatMessageHistory):
     ``add_messages`` stores a whole batch in one transaction; ``clear`` deletes the
     conversation with its turns and summaries. The async methods are langchain-core's: they
     run these in a worker thread, since SQLAlchemy's engine here is a blocking one.
+
+    Building one warns (``LangChainDeprecationWarning``): langchain-core deprecated chat
+    histories; it works on langchain-core 1.x (:mod:`memory_chain.deprecation`).
 
     Args:
         store: The tier-2 store.
@@ -50,6 +54,7 @@ class SQLChatMessageHistory(BaseChatMessageHistory):
         counter: TokenCounter | None = None,
         max_messages: int | None = None,
     ) -> None:
+        warn_history_deprecated("SQLChatMessageHistory")
         self.store = store
         self.conversation_id = validate_id(conversation_id)
         self.user_id = validate_id(user_id, "user id")

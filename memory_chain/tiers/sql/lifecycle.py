@@ -1,7 +1,8 @@
 """The end of a conversation's life in tier 2: archive, purge, forget a user.
 
 A purge removes the rows (turns, summaries, the turns' places in the embedding outbox, the
-user's facts learnt from the conversation; every fact of a user forgotten) and, in the same
+user's facts learnt from the conversation; every fact of a user forgotten, and every item
+their agents kept in the LangGraph store) and, in the same
 transaction, queues a ``forget`` task for tier 3 (:mod:`.tasks`): the points leave the
 vector store when it is reachable, however long that takes. Until then
 retrieval hides them, because it keeps only items whose conversation is still visible in
@@ -34,6 +35,7 @@ from memory_chain.tiers.sql.models import (
     conversations,
     facts,
     outbox,
+    store_items,
     summaries,
     turns,
 )
@@ -116,6 +118,9 @@ class ConversationLifecycle:
     def delete_user(self, user_id: str) -> int:
         """Purge every conversation of a user (one ``forget`` task covers their points).
 
+        Their facts and the items their agents kept (``store_items``) go in the same
+        transaction.
+
         Returns:
             How many conversations were removed (0 when there were none: idempotent).
         """
@@ -128,6 +133,7 @@ class ConversationLifecycle:
             if ids:
                 self._purge(conn, ids)
             conn.execute(delete(facts).where(facts.c.user_id == user_id))
+            conn.execute(delete(store_items).where(store_items.c.user_id == user_id))
             if self.queue_embeddings:
                 add_task(conn, "forget", user_id)
             return len(ids)

@@ -9,7 +9,7 @@ user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversati
 so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
 (migration 0006), the claims on both queues (migration 0009), the users' ``facts`` (migration
-0010), and the
+0010), the items agents keep in LangGraph's store (``store_items``, migration 0011), and the
 full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on
 PostgreSQL), which the migrations create outside these models.
 """
@@ -187,9 +187,33 @@ class FactRow(Base):
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
+class StoreItemRow(Base):
+    """``store_items``: what agents keep in memory_chain's LangGraph store (migration 0011).
+
+    One row per item of a user's own namespaces (``MemoryStore``,
+    :mod:`memory_chain.integrations.store`): ``namespace`` is the path below the user, as a
+    JSON array of labels; ``value`` the item, as JSON. ``search_text`` is the text a query
+    is matched against (``NULL`` when the item was stored with ``index=False``) and
+    ``embedding`` its vector (float32, little-endian, normalized), empty until embedded.
+    """
+
+    __tablename__ = "store_items"
+
+    # The key, led by the user, is the index every read (a user's) uses.
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    namespace: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    search_text: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(TIMESTAMP, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(TIMESTAMP, nullable=False)
+
+
 conversations = cast(Table, ConversationRow.__table__)
 turns = cast(Table, TurnRow.__table__)
 summaries = cast(Table, SummaryRow.__table__)
 outbox = cast(Table, OutboxRow.__table__)
 vector_tasks = cast(Table, VectorTaskRow.__table__)
 facts = cast(Table, FactRow.__table__)
+store_items = cast(Table, StoreItemRow.__table__)

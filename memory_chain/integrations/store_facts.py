@@ -1,0 +1,192 @@
+"""``(user_id, "facts")`` in ``MemoryStore``: the user's facts, as memory_chain keeps them.
+
+The facts are the rows :class:`~memory_chain.tiers.sql.facts.FactStore` keeps (the chat's
+profile, ``/v1/facts``), not a copy. An item's key is the fact's id; its value the fact's
+fields (:func:`fact_value`): ``text``, ``kind``, ``subject``, ``origin``, ``status``,
+``conversation_id``, ``turns``, ``confidence``, ``created_at``, ``valid_from``,
+``invalidated_at``, ``superseded_by`` (times as ISO 8601 strings, UTC).
+
+* ``get`` gives a current fact; a superseded or dismissed one is history, not an item.
+* ``put`` with ``{"text": ..., "kind": ...}`` (``"content"`` is taken for ``"text"``, as
+  LangGraph's memory tools write it; ``kind`` defaults to ``"other"``; ``subject`` may be
+  set when the fact is added) edits the user's current fact of that id (its old text stays
+  in the history), or adds a fact with that id, reconciled with the user's other facts (one
+  it repeats, or whose ``subject`` it shares, is superseded by it). The other fields of a
+  value read back may be sent again; they are set by memory_chain and left as they are.
+* ``delete`` dismisses the fact: it leaves every prompt and stays in the history.
+* ``search`` lists the current facts, newest first, or with a query the most similar first
+  (cosine of the embedding model that embeds turns; without one, the share of the query's
+  words each fact holds).
+
+Fact ids are unique across users: a key another fact has (any user's, current or past) is
+refused. Random keys (``uuid.uuid4().hex``, or ``str(uuid.uuid4())`` as LangGraph's memory
+tools make them) never clash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from memory_chain.errors import InvalidInputError
+from memory_chain.facts.model import Fact, FactDraft, FactKind
+from memory_chain.integrations.store_common import Hit, Query
+from memory_chain.schemas import validate_id
+from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
+
+#: The label of the facts' namespace.
+FACTS = "facts"
+
+#: Fields of a fact's value that memory_chain sets: accepted in a ``put``, and ignored.
+READ_ONLY = frozenset(
+    {
+        "origin",
+        "status",
+        "conversation_id",
+        "turns",
+        "confidence",
+        "created_at",
+        "valid_from",
+        "invalidated_at",
+        "superseded_by",
+    }
+)
+#: Fields a ``put`` sets.
+WRITABLE = frozenset({"text", "content", "kind", "subject"})
+
+
+def fact_value(fact: Fact) -> dict[str, Any]:
+    """A fact as an item's value (JSON: times as ISO 8601 strings)."""
+    return {
+        "text": fact.text,
+        "kind": fact.kind,
+        "subject": fact.subject,
+        "origin": fact.origin,
+        "status": fact.status,
+        "conversation_id": fact.conversation_id,
+        "turns": list(fact.turns) if fact.turns else None,
+        "confidence": fact.confidence,
+        "created_at": fact.created_at.isoformat(),
+        "valid_from": fact.valid_from.isoformat(),
+        "invalidated_at": fact.invalidated_at.isoformat() if fact.invalidated_at else None,
+        "superseded_by": fact.superseded_by,
+    }
+
+
+def _hit(user_id: str, fact: Fact, score: float | None = None) -> Hit:
+    return Hit(
+        namespace=(user_id, FACTS),
+        key=fact.id,
+        value=fact_value(fact),
+        created_at=fact.created_at,
+        updated_at=fact.valid_from,
+        score=score,
+    )
+
+
+def _no_path(path: tuple[str, ...]) -> None:
+    if path:
+        raise InvalidInputError(
+            f"(user_id, 'facts') has no namespaces below it, got {path!r} after 'facts': "
+            "keep facts in (user_id, 'facts'), or your own items in (user_id, label, ...)"
+        )
+
+
+def _fields(value: object) -> tuple[str, FactKind | None, str | None]:
+    """The text, kind and subject a ``put`` asks for."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"a fact's value is an object like {{'text': ..., 'kind': ...}}, got {value!r}"
+        )
+    unknown = sorted(set(value) - WRITABLE - READ_ONLY)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown fields {unknown} in a fact: set 'text' (or 'content'), 'kind' and "
+            "'subject'; keep anything else in a namespace of your own (user_id, label)"
+        )
+    texts = {value[name] for name in ("text", "content") if value.get(name) is not None}
+    if len(texts) != 1:
+        raise InvalidInputError(
+            "a fact needs its text: {'text': 'My wife is Ana'} ('content' is taken too, "
+            "but not both with different texts)"
+        )
+    text = checked_text(texts.pop())
+    kind = checked_kind(value["kind"]) if value.get("kind") is not None else None
+    subject = value.get("subject")
+    if subject is not None and not isinstance(subject, str):
+        raise InvalidInputError(f"a fact's subject is a string, got {subject!r}")
+    return text, kind, subject
+
+
+class FactNamespace:
+    """``(user_id, "facts")`` (see the module docstring).
+
+    Args:
+        facts: The users' facts.
+        embeddings: The model that ranks them for a query (``None``: their words).
+    """
+
+    def __init__(self, facts: FactStore, embeddings: Embeddings | None) -> None:
+        self.facts = facts
+        self.embeddings = embeddings
+
+    def get(self, user_id: str, path: tuple[str, ...], key: str) -> Hit | None:
+        """The user's current fact of id ``key``, or ``None``."""
+        _no_path(path)
+        validate_id(key, "fact id")
+        fact = self.facts.get(user_id, key)
+        return _hit(user_id, fact) if fact is not None and fact.current else None
+
+    def put(
+        self,
+        user_id: str,
+        path: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Any,
+    ) -> None:
+        """Edit the user's current fact ``key``, or add a fact with that id.
+
+        ``index`` is not used: facts are embedded whole, as the chat ranks them.
+
+        Raises:
+            InvalidInputError: On a malformed value, a key another fact has, or a subject
+                changed on an existing fact.
+        """
+        _no_path(path)
+        validate_id(key, "fact id")
+        text, kind, subject = _fields(value)
+        known = self.facts.get(user_id, key)
+        if known is None or not known.current:
+            draft = FactDraft(text, kind=kind or "other", origin="api", subject=subject)
+            self.facts.add(user_id, draft, fact_id=key)
+            return
+        if subject is not None and subject != known.subject:
+            raise InvalidInputError(
+                f"fact {key!r} is about {known.subject!r}; a subject is set when a fact is "
+                "added: put the new fact under a new key (it supersedes this one)"
+            )
+        new_text = text if text != known.text else None
+        new_kind = kind if kind is not None and kind != known.kind else None
+        if new_text is not None or new_kind is not None:
+            self.facts.edit(user_id, key, text=new_text, kind=new_kind)
+
+    def delete(self, user_id: str, path: tuple[str, ...], key: str) -> None:
+        """Dismiss the fact (kept in the history)."""
+        _no_path(path)
+        validate_id(key, "fact id")
+        self.facts.dismiss(user_id, key)
+
+    def search(
+        self, user_id: str, path: tuple[str, ...], query: Query | None, want: int | None
+    ) -> list[Hit]:
+        """The current facts: newest first, or the most relevant to the query first."""
+        _no_path(path)
+        vector = query.vector() if query is not None else None
+        if query is not None and vector is None:  # no model: the query's words, over all
+            ranked = self.facts.profile(user_id, None, limit=None)
+            return [_hit(user_id, r.fact, query.words_score(r.fact.text)) for r in ranked]
+        ranked = self.facts.profile(user_id, vector, limit=want)
+        return [_hit(user_id, r.fact, r.score) for r in ranked]

@@ -1,11 +1,13 @@
-"""The JSON Lines format of ``memory-chain export`` / ``import``: conversations, then facts.
+"""The JSON Lines format of ``memory-chain export`` / ``import``: conversations, facts, items.
 
-One JSON object per line, UTF-8: a conversation, or one fact a user's memory holds. Every
-object says what it is (``"format": "memory-chain/conversation"`` or ``"memory-chain/fact"``)
-and in which version (``"version": 2``), so files can be concatenated, and a reader refuses
-versions it does not know. A conversation line, in version 2 as in version 1::
+One JSON object per line, UTF-8: a conversation, one fact a user's memory holds, or one item
+an agent kept in the user's ``MemoryStore`` namespaces. Every object says what it is
+(``"format": "memory-chain/conversation"``, ``"memory-chain/fact"`` or
+``"memory-chain/store-item"``) and in which version (``"version": 3``), so files can be
+concatenated, and a reader refuses versions it does not know. A conversation line, in
+version 3 as in versions 1 and 2::
 
-    {"format": "memory-chain/conversation", "version": 2,
+    {"format": "memory-chain/conversation", "version": 3,
      "conversation_id": "trip", "user_id": "ana", "status": "active",
      "created_at": "2026-05-01T09:00:00.000000Z", "last_message_at": "2026-05-01T09:05:00.000000Z",
      "turn_count": 2, "total_tokens": 140, "summary": "Ana plans a trip to Lisbon.",
@@ -16,27 +18,58 @@ versions it does not know. A conversation line, in version 2 as in version 1::
      "summaries": [{"turn_range_start": 1, "turn_range_end": 2, "summary_text": "...",
                     "token_count": 12, "created_at": "2026-05-01T09:06:00.000000Z"}]}
 
-A fact line (new in version 2; every status, so superseded and dismissed facts keep the
-history; no vector, it is computed again)::
+A fact line (new in version 2, the same in version 3; every status, so superseded and
+dismissed facts keep the history; no vector, it is computed again)::
 
-    {"format": "memory-chain/fact", "version": 2, "id": "3f2b...e1", "user_id": "ana",
+    {"format": "memory-chain/fact", "version": 3, "id": "3f2b...e1", "user_id": "ana",
      "text": "My seat is 14C.", "kind": "other", "origin": "explicit", "status": "current",
      "subject": null, "conversation_id": "trip", "turns": [3, 3], "confidence": null,
      "created_at": "2026-05-01T09:02:00.000000Z", "valid_from": "2026-05-01T09:02:00.000000Z",
      "invalidated_at": null, "superseded_by": null}
 
+A store-item line (new in version 3; :mod:`.items`): what an agent kept with
+``MemoryStore.put`` in a namespace of the user's own, ``namespace`` being the labels below
+the user id; ``index`` says whether a query searches it. Neither the text a query is
+matched against nor its vector is in the file: the text is every string of the value again
+(an item put with ``index=["field", ...]`` is matched against all its strings once
+imported), the vector is computed at the item's first search with an embedding model::
+
+    {"format": "memory-chain/store-item", "version": 3, "user_id": "ana",
+     "namespace": ["notes"], "key": "diet", "value": {"text": "vegan, no nuts"},
+     "index": true, "created_at": "2026-05-01T09:03:00.000000Z",
+     "updated_at": "2026-05-02T18:00:00.000000Z"}
+
+An export writes the conversations, then the facts, then the store items (by user,
+namespace and key); an export of one conversation has no store items (they belong to a
+user, not to a conversation).
+
 Timestamps are ISO 8601 in UTC with microseconds (``Z``; other offsets are converted, naive
 values are taken as UTC). ``tokens`` and ``token_count`` may be ``null``. An export holds
-exactly what tier 2 holds, so export → import into an empty database → export gives the
-same bytes. For files written by hand or by other tools, only ``format``, ``version``,
-``conversation_id``, ``user_id``, ``turns`` and each turn's ``role`` and ``content`` are
-required of a conversation; the rest default to what the store would have written (turn
-numbers 1..N, the import time, counters computed from the turns, status ``active``, no
-summaries). Of a fact, ``format``, ``version``, ``id``, ``user_id`` and ``text`` are required;
-the rest default to kind ``other``, origin ``api``, status ``current``, the import time
-(``created_at``; ``valid_from``: ``created_at``) and ``null``. Unknown fields are refused, so
-that a typo does not silently drop data. Version 1 files (conversations only) are read as
-they were.
+what tier 2 holds but what is computed again (vectors, a store item's searched text), so
+export → import into an empty database → export gives the same bytes. For files written by
+hand or by other tools, only ``format``, ``version``, ``conversation_id``, ``user_id``,
+``turns`` and each turn's ``role`` and ``content`` are required of a conversation; the rest
+default to what the store would have written (turn numbers 1..N, the import time, counters
+computed from the turns, status ``active``, no summaries). Of a fact, ``format``,
+``version``, ``id``, ``user_id`` and ``text`` are required; the rest default to kind
+``other``, origin ``api``, status ``current``, the import time (``created_at``;
+``valid_from``: ``created_at``) and ``null``. Of a store item, ``format``, ``version``,
+``user_id``, ``namespace``, ``key`` and ``value`` are required; ``index`` defaults to
+``true``, ``created_at`` to the import time and ``updated_at`` to ``created_at``. Unknown
+fields are refused, so that a typo does not silently drop data.
+
+Versions: a version names the kinds of line a file may hold, so that a reader accepting a
+version reads every line of it. Version 2 added fact lines, version 3 store-item lines.
+Store items could have been an additive kind of version 2, but a version-2 reader (which
+checks ``format`` before ``version``) would refuse such a file at its first store-item line,
+deep in the file, with "format is 'memory-chain/store-item' ...: is this a file written by
+`memory-chain export`?", which blames the file. As version 3, every line of the file says
+it: such a reader refuses the file at its first line, "format version 3 is not supported
+...: upgrade memory-chain" (a file that starts with a store item gets the format message at
+line 1). Either way an import refuses the file before writing anything, and never drops a
+line it does not know. Conversation and fact lines are the same in every version that has
+them; files of versions 1 (conversations only) and 2 (conversations and facts) are read as
+they were, and written again as version 3.
 
 Example:
     >>> from memory_chain.transfer.format import record_from_json
@@ -61,21 +94,34 @@ from memory_chain.schemas import (
     Summary,
     TokenUsage,
     Turn,
-    as_utc,
     utcnow,
 )
 from memory_chain.tiers.sql.transfer import ConversationRecord
+from memory_chain.transfer.fields import (
+    check_fields,
+    check_version,
+    format_timestamp,
+    read_int,
+    read_list,
+    read_object,
+    read_str,
+    read_time,
+)
 
 #: The ``format`` field of a conversation's line.
 FORMAT = "memory-chain/conversation"
 #: The ``format`` field of a fact's line.
 FACT_FORMAT = "memory-chain/fact"
-#: The version this module writes; :data:`READABLE_VERSIONS` are the ones it reads.
-#: Version 2 added fact lines; its conversation lines are version 1's.
-VERSION = 2
-READABLE_VERSIONS = frozenset({1, 2})
+#: The ``format`` field of a store item's line.
+STORE_ITEM_FORMAT = "memory-chain/store-item"
+#: The version this package writes; :data:`READABLE_VERSIONS` are the ones it reads.
+#: Version 2 added fact lines, version 3 store-item lines; the other lines did not change.
+VERSION = 3
+READABLE_VERSIONS = frozenset({1, 2, 3})
 #: The versions that have fact lines.
-FACT_VERSIONS = frozenset({2})
+FACT_VERSIONS = frozenset({2, 3})
+#: The versions that have store-item lines.
+STORE_ITEM_VERSIONS = frozenset({3})
 
 _CONVERSATION_FIELDS = frozenset(
     {
@@ -118,12 +164,6 @@ _FACT_FIELDS = frozenset(
         "superseded_by",
     }
 )
-_MAX_INT = 2**63 - 1
-
-
-def format_timestamp(value: datetime) -> str:
-    """A timestamp as written in the file: UTC, microseconds, ``Z``."""
-    return as_utc(value).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _tokens_json(tokens: TokenUsage | None) -> dict[str, int | None] | None:
@@ -195,95 +235,48 @@ def fact_to_json(fact: Fact) -> dict[str, Any]:
     }
 
 
-def _check_fields(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise InvalidInputError(
-            f"{where}unknown field {unknown[0]!r}: the fields are {', '.join(sorted(allowed))}"
-        )
-
-
-def _int(value: object, where: str, *, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT:
-        wanted = "a whole number >= 0" + (" or null" if optional else "")
-        raise InvalidInputError(f"{where} must be {wanted}, got {value!r}")
-    return value
-
-
-def _str(value: object, where: str, *, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{where} must be a string, got {value!r}")
-    return value
-
-
-def _time(value: object, where: str, default: datetime) -> datetime:
-    if value is None:
-        return default
-    text = _str(value, where) or ""
-    try:
-        return as_utc(datetime.fromisoformat(text))
-    except ValueError:
-        raise InvalidInputError(
-            f"{where} {text!r} is not an ISO 8601 timestamp (e.g. 2026-05-03T10:00:00.000000Z)"
-        ) from None
-
-
-def _object(value: object, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidInputError(f"{where} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: object, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise InvalidInputError(f"{where} must be a JSON array, got {type(value).__name__}")
-    return value
-
-
 def _tokens(value: object, where: str) -> TokenUsage | None:
     if value is None:
         return None
-    obj = _object(value, where)
-    _check_fields(obj, _TOKEN_FIELDS, f"{where}: ")
-    total = cast(int, _int(obj.get("total"), f"{where}.total"))
-    prompt = _int(obj.get("prompt"), f"{where}.prompt", optional=True)
-    completion = _int(obj.get("completion"), f"{where}.completion", optional=True)
+    obj = read_object(value, where)
+    check_fields(obj, _TOKEN_FIELDS, f"{where}: ")
+    total = cast(int, read_int(obj.get("total"), f"{where}.total"))
+    prompt = read_int(obj.get("prompt"), f"{where}.prompt", optional=True)
+    completion = read_int(obj.get("completion"), f"{where}.completion", optional=True)
     return TokenUsage(total=total, prompt=prompt, completion=completion)
 
 
 def _turn(value: object, index: int, cid: str, now: datetime) -> Turn:
     where = f"turns[{index}]"
-    obj = _object(value, where)
-    _check_fields(obj, _TURN_FIELDS, f"{where}: ")
-    role = _str(obj.get("role"), f"{where}.role")
+    obj = read_object(value, where)
+    check_fields(obj, _TURN_FIELDS, f"{where}: ")
+    role = read_str(obj.get("role"), f"{where}.role")
     if role not in ROLES:
         raise InvalidInputError(f"{where}.role {role!r} is unknown: use one of {sorted(ROLES)}")
     number = obj.get("turn_number", index + 1)
     return Turn(
         conversation_id=cid,
-        turn_number=cast(int, _int(number, f"{where}.turn_number")),
+        turn_number=cast(int, read_int(number, f"{where}.turn_number")),
         role=cast(Role, role),
-        content=cast(str, _str(obj.get("content"), f"{where}.content")),
-        timestamp=_time(obj.get("timestamp"), f"{where}.timestamp", now),
+        content=cast(str, read_str(obj.get("content"), f"{where}.content")),
+        timestamp=read_time(obj.get("timestamp"), f"{where}.timestamp", now),
         tokens=_tokens(obj.get("tokens"), f"{where}.tokens"),
     )
 
 
 def _summary(value: object, index: int, cid: str, now: datetime) -> Summary:
     where = f"summaries[{index}]"
-    obj = _object(value, where)
-    _check_fields(obj, _SUMMARY_FIELDS, f"{where}: ")
+    obj = read_object(value, where)
+    check_fields(obj, _SUMMARY_FIELDS, f"{where}: ")
     return Summary(
         conversation_id=cid,
-        summary_text=cast(str, _str(obj.get("summary_text"), f"{where}.summary_text")),
-        turn_range_start=cast(int, _int(obj.get("turn_range_start"), f"{where}.turn_range_start")),
-        turn_range_end=cast(int, _int(obj.get("turn_range_end"), f"{where}.turn_range_end")),
-        created_at=_time(obj.get("created_at"), f"{where}.created_at", now),
-        token_count=_int(obj.get("token_count"), f"{where}.token_count", optional=True),
+        summary_text=cast(str, read_str(obj.get("summary_text"), f"{where}.summary_text")),
+        turn_range_start=cast(
+            int, read_int(obj.get("turn_range_start"), f"{where}.turn_range_start")
+        ),
+        turn_range_end=cast(int, read_int(obj.get("turn_range_end"), f"{where}.turn_range_end")),
+        created_at=read_time(obj.get("created_at"), f"{where}.created_at", now),
+        token_count=read_int(obj.get("token_count"), f"{where}.token_count", optional=True),
     )
 
 
@@ -292,17 +285,7 @@ def _last_message_at(obj: dict[str, Any], last_turn: datetime | None) -> datetim
     if "last_message_at" not in obj:
         return last_turn
     value = obj["last_message_at"]
-    return None if value is None else _time(value, "last_message_at", utcnow())
-
-
-def _version(obj: dict[str, Any], readable: frozenset[int], what: str) -> None:
-    version = obj.get("version")
-    if type(version) is not int or version not in readable:
-        raise InvalidInputError(
-            f"format version {version!r} is not supported for {what} (this memory-chain reads "
-            f"version {', '.join(map(str, sorted(readable)))}): upgrade memory-chain, or "
-            "export again with this version"
-        )
+    return None if value is None else read_time(value, "last_message_at", utcnow())
 
 
 def record_from_json(value: object, *, now: datetime | None = None) -> ConversationRecord:
@@ -320,21 +303,21 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
             or a field has the wrong type; the message names the field.
     """
     now = now or utcnow()
-    obj = _object(value, "the line")
+    obj = read_object(value, "the line")
     if obj.get("format") != FORMAT:
         raise InvalidInputError(
             f"format is {obj.get('format')!r}, expected {FORMAT!r}: is this a file written by "
             "`memory-chain export`?"
         )
-    _version(obj, READABLE_VERSIONS, "conversations")
-    _check_fields(obj, _CONVERSATION_FIELDS, "")
-    cid = _str(obj.get("conversation_id"), "conversation_id") or ""
-    turns = [_turn(t, i, cid, now) for i, t in enumerate(_list(obj.get("turns"), "turns"))]
+    check_version(obj, READABLE_VERSIONS, "conversations")
+    check_fields(obj, _CONVERSATION_FIELDS, "")
+    cid = read_str(obj.get("conversation_id"), "conversation_id") or ""
+    turns = [_turn(t, i, cid, now) for i, t in enumerate(read_list(obj.get("turns"), "turns"))]
     raw_summaries = obj.get("summaries")
     summaries = (
         []
         if raw_summaries is None
-        else [_summary(s, i, cid, now) for i, s in enumerate(_list(raw_summaries, "summaries"))]
+        else [_summary(s, i, cid, now) for i, s in enumerate(read_list(raw_summaries, "summaries"))]
     )
     first = turns[0].timestamp if turns else now
     last = max((t.timestamp for t in turns), default=None)
@@ -342,13 +325,13 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
     total_tokens = obj.get("total_tokens", sum(t.content_tokens for t in turns))
     info = ConversationInfo(
         conversation_id=cid,
-        user_id=_str(obj.get("user_id"), "user_id"),
-        created_at=_time(obj.get("created_at"), "created_at", first),
+        user_id=read_str(obj.get("user_id"), "user_id"),
+        created_at=read_time(obj.get("created_at"), "created_at", first),
         last_message_at=_last_message_at(obj, last),
-        turn_count=cast(int, _int(turn_count, "turn_count")),
-        total_tokens=cast(int, _int(total_tokens, "total_tokens")),
-        summary=_str(obj.get("summary"), "summary", optional=True),
-        status=_str(obj.get("status", "active"), "status") or "",
+        turn_count=cast(int, read_int(turn_count, "turn_count")),
+        total_tokens=cast(int, read_int(total_tokens, "total_tokens")),
+        summary=read_str(obj.get("summary"), "summary", optional=True),
+        status=read_str(obj.get("status", "active"), "status") or "",
     )
     return ConversationRecord(info, turns, summaries)
 
@@ -356,13 +339,13 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
 def _turn_range(value: object) -> tuple[int, int] | None:
     if value is None:
         return None
-    pair = _list(value, "turns")
+    pair = read_list(value, "turns")
     if len(pair) != 2:
         raise InvalidInputError(
             f"turns must be [first, last] (two turn numbers) or null, got {len(pair)} values"
         )
-    first = cast(int, _int(pair[0], "turns[0]"))
-    return first, cast(int, _int(pair[1], "turns[1]"))
+    first = cast(int, read_int(pair[0], "turns[0]"))
+    return first, cast(int, read_int(pair[1], "turns[1]"))
 
 
 def _confidence(value: object) -> float | None:
@@ -391,55 +374,33 @@ def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
             or a field has the wrong type; the message names the field.
     """
     now = now or utcnow()
-    obj = _object(value, "the line")
+    obj = read_object(value, "the line")
     if obj.get("format") != FACT_FORMAT:
         raise InvalidInputError(f"format is {obj.get('format')!r}, expected {FACT_FORMAT!r}")
-    _version(obj, FACT_VERSIONS, "facts")
-    _check_fields(obj, _FACT_FIELDS, "")
-    created_at = _time(obj.get("created_at"), "created_at", now)
+    check_version(obj, FACT_VERSIONS, "facts")
+    check_fields(obj, _FACT_FIELDS, "")
+    created_at = read_time(obj.get("created_at"), "created_at", now)
     invalidated_at = obj.get("invalidated_at")
     return Fact(
-        id=_str(obj.get("id"), "id") or "",
-        user_id=_str(obj.get("user_id"), "user_id") or "",
-        text=_str(obj.get("text"), "text") or "",
-        kind=cast(FactKind, _str(obj.get("kind", "other"), "kind")),
-        origin=cast(FactOrigin, _str(obj.get("origin", "api"), "origin")),
-        status=cast(FactStatus, _str(obj.get("status", "current"), "status")),
+        id=read_str(obj.get("id"), "id") or "",
+        user_id=read_str(obj.get("user_id"), "user_id") or "",
+        text=read_str(obj.get("text"), "text") or "",
+        kind=cast(FactKind, read_str(obj.get("kind", "other"), "kind")),
+        origin=cast(FactOrigin, read_str(obj.get("origin", "api"), "origin")),
+        status=cast(FactStatus, read_str(obj.get("status", "current"), "status")),
         created_at=created_at,
-        valid_from=_time(obj.get("valid_from"), "valid_from", created_at),
-        subject=_str(obj.get("subject"), "subject", optional=True),
-        conversation_id=_str(obj.get("conversation_id"), "conversation_id", optional=True),
+        valid_from=read_time(obj.get("valid_from"), "valid_from", created_at),
+        subject=read_str(obj.get("subject"), "subject", optional=True),
+        conversation_id=read_str(obj.get("conversation_id"), "conversation_id", optional=True),
         turns=_turn_range(obj.get("turns")),
         confidence=_confidence(obj.get("confidence")),
         invalidated_at=(
-            None if invalidated_at is None else _time(invalidated_at, "invalidated_at", created_at)
+            None
+            if invalidated_at is None
+            else read_time(invalidated_at, "invalidated_at", created_at)
         ),
-        superseded_by=_str(obj.get("superseded_by"), "superseded_by", optional=True),
+        superseded_by=read_str(obj.get("superseded_by"), "superseded_by", optional=True),
     )
-
-
-def line_from_json(value: object, *, now: datetime | None = None) -> ConversationRecord | Fact:
-    """Read one line's JSON object, a conversation or a fact as its ``format`` says.
-
-    Args:
-        value: The parsed JSON value.
-        now: The time given to timestamps the object leaves out (default: now).
-
-    Returns:
-        The conversation (:func:`record_from_json`) or the fact (:func:`fact_from_json`).
-
-    Raises:
-        InvalidInputError: If the object is neither, or is malformed.
-    """
-    obj = _object(value, "the line")
-    if obj.get("format") == FACT_FORMAT:
-        return fact_from_json(obj, now=now)
-    if obj.get("format") != FORMAT:
-        raise InvalidInputError(
-            f"format is {obj.get('format')!r}, expected {FORMAT!r} or {FACT_FORMAT!r}: is this "
-            "a file written by `memory-chain export`?"
-        )
-    return record_from_json(obj, now=now)
 
 
 __all__ = [
@@ -447,11 +408,12 @@ __all__ = [
     "FACT_VERSIONS",
     "FORMAT",
     "READABLE_VERSIONS",
+    "STORE_ITEM_FORMAT",
+    "STORE_ITEM_VERSIONS",
     "VERSION",
     "fact_from_json",
     "fact_to_json",
     "format_timestamp",
-    "line_from_json",
     "record_from_json",
     "record_to_json",
 ]

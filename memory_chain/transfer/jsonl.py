@@ -1,11 +1,14 @@
 """Export to and import from JSON Lines files (``memory-chain export`` / ``import``).
 
-The line format is in :mod:`memory_chain.transfer.format`; the store-level reads and writes
-in :mod:`memory_chain.tiers.sql.transfer`. An export writes the conversations in scope, then
-the facts of their users (every status). An import reads and checks the whole file before
-writing anything, then writes one transaction per conversation and stores the facts with
-:meth:`~memory_chain.tiers.sql.facts.FactStore.restore` (ids, statuses and dates kept; a fact
-already stored is left as it is).
+The line format is in :mod:`memory_chain.transfer.format` (store-item lines in
+:mod:`.items`); the store-level reads and writes in :mod:`memory_chain.tiers.sql.transfer`.
+An export writes the conversations in scope, then the facts of their users (every status),
+then their store items (what agents kept in ``MemoryStore``). An import reads and checks the
+whole file before writing anything (:mod:`.plan`), then writes one transaction per
+conversation and stores the facts with :meth:`~memory_chain.tiers.sql.facts.FactStore.restore`
+(ids, statuses and dates kept; a fact already stored is left as it is) and the store items
+with :meth:`~memory_chain.tiers.sql.store_items.StoreItems.restore` (dates kept; one already
+stored fails the import, or is skipped, as a conversation is).
 
 Example:
     >>> import io
@@ -13,7 +16,8 @@ Example:
     >>> from memory_chain.transfer import export_jsonl
     >>> out = io.StringIO()
     >>> export_jsonl(create_sql_engine("sqlite:////tmp/mc.db"), out)  # doctest: +SKIP
-    TransferReport(conversations=3, turns=42, summaries=4, skipped=0, facts=7, skipped_facts=0)
+    TransferReport(conversations=3, turns=42, summaries=4, skipped=0, facts=7, skipped_facts=0,
+    store_items=2, skipped_store_items=0)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -35,41 +39,20 @@ from memory_chain.facts.model import Fact
 from memory_chain.schemas import utcnow
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.store import SQLStore
+from memory_chain.tiers.sql.store_items import StoredItem, StoreItems
 from memory_chain.tiers.sql.transfer import (
-    ConversationExistsError,
-    ConversationRecord,
     OnConflict,
-    check_fact,
-    check_record,
     count_conversations,
-    existing_conversations,
-    existing_facts,
     read_export,
     write_conversation,
 )
-from memory_chain.transfer.format import (
-    FACT_FORMAT,
-    fact_to_json,
-    line_from_json,
-    record_to_json,
-)
+from memory_chain.transfer.lines import Line, check_line, describe, export_line, line_from_json
+from memory_chain.transfer.plan import ImportFileError, ImportPlan
 
 #: Called with (conversations done, conversations in total).
 Progress = Callable[[int, int], None]
-#: Facts stored per transaction by an import.
-_FACT_BATCH = 500
-
-
-class ImportFileError(InvalidInputError):
-    """A line of an import file cannot be imported.
-
-    Attributes:
-        line: The 1-based line number.
-    """
-
-    def __init__(self, line: int, detail: str) -> None:
-        super().__init__(f"line {line}: {detail}")
-        self.line = line
+#: Facts (and store items) stored per transaction by an import.
+_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +66,9 @@ class TransferReport:
         skipped: Conversations left out because their id was taken (import only).
         facts: Facts written (every status).
         skipped_facts: Facts left out because they were stored already (import only).
+        store_items: Store items written.
+        skipped_store_items: Store items left out because they were stored already (import
+            with ``on_conflict="skip"`` only).
     """
 
     conversations: int = 0
@@ -91,6 +77,8 @@ class TransferReport:
     skipped: int = 0
     facts: int = 0
     skipped_facts: int = 0
+    store_items: int = 0
+    skipped_store_items: int = 0
 
 
 def export_jsonl(
@@ -101,21 +89,23 @@ def export_jsonl(
     conversation_id: str | None = None,
     progress: Progress | None = None,
 ) -> TransferReport:
-    """Write conversations, then facts, to ``out``, one JSON object per line.
+    """Write conversations, then facts, then store items to ``out``, one JSON object per line.
 
     Conversations come oldest first; then the facts of every status, by user and oldest
     first: every user's (or ``user_id``'s), or with ``conversation_id`` the facts learnt in
-    the conversations of that id.
+    the conversations of that id; then every user's (or ``user_id``'s) store items, by user,
+    namespace and key. With ``conversation_id`` there are no store items: they belong to a
+    user, not to a conversation.
 
     Args:
         engine: The tier-2 engine (the schema must exist).
         out: A text stream (UTF-8 for files).
-        user_id: Only this user's conversations and facts.
+        user_id: Only this user's conversations, facts and store items.
         conversation_id: Only this conversation and the facts learnt in it.
         progress: Called after each conversation with (done, total).
 
     Returns:
-        How many conversations, turns, summaries and facts were written.
+        How many conversations, turns, summaries, facts and store items were written.
 
     Raises:
         ConversationNotFoundError: If ``conversation_id`` is given and not stored (for the
@@ -125,7 +115,7 @@ def export_jsonl(
     total = count_conversations(engine, user_id=user_id, conversation_id=conversation_id)
     if conversation_id is not None and total == 0:
         raise ConversationNotFoundError(conversation_id)
-    done = turn_total = summary_total = fact_total = 0
+    done = turn_total = summary_total = fact_total = item_total = 0
     if progress is not None:
         progress(0, total)
     for item in read_export(engine, user_id=user_id, conversation_id=conversation_id):
@@ -133,22 +123,19 @@ def export_jsonl(
         if isinstance(item, Fact):
             fact_total += 1
             continue
+        if isinstance(item, StoredItem):
+            item_total += 1
+            continue
         done += 1
         turn_total += len(item.turns)
         summary_total += len(item.summaries)
         if progress is not None:
             progress(done, max(total, done))
-    return TransferReport(done, turn_total, summary_total, facts=fact_total)
-
-
-def export_line(item: ConversationRecord | Fact) -> str:
-    """One conversation or fact as a line of the export format, with its newline."""
-    obj = fact_to_json(item) if isinstance(item, Fact) else record_to_json(item)
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return TransferReport(done, turn_total, summary_total, facts=fact_total, store_items=item_total)
 
 
 def export_lines(engine: Engine, *, user_id: str) -> Iterator[str]:
-    """A user's conversations, then facts, as export lines, one conversation read at a time.
+    """A user's conversations, facts and store items as export lines, read as they are written.
 
     What ``GET /v1/users/me/export`` streams: the same lines as :func:`export_jsonl`.
     """
@@ -181,8 +168,8 @@ def atomic_text_file(path: Path) -> Iterator[IO[str]]:
 
 def read_jsonl(
     path: Path, *, max_chars: int, now: datetime | None = None
-) -> Iterator[tuple[int, ConversationRecord | Fact]]:
-    """Read and check every conversation and fact of a file, with its line number.
+) -> Iterator[tuple[int, Line]]:
+    """Read and check every conversation, fact and store item of a file, with its line number.
 
     Blank lines are skipped.
 
@@ -192,12 +179,13 @@ def read_jsonl(
         now: The time given to timestamps the file leaves out.
 
     Yields:
-        (line number, conversation or fact), each checked with :func:`check_record` or
-        :func:`check_fact`.
+        (line number, conversation, fact or store item), each checked with
+        :func:`~.lines.check_line`.
 
     Raises:
         ImportFileError: On the first line that is not valid UTF-8, not JSON, not a
-            conversation or fact of a known format version, or that breaks the store's rules.
+            conversation, fact or store item of a known format version, or that breaks the
+            store's rules.
     """
     now = now or utcnow()
     with path.open("rb") as lines:
@@ -220,48 +208,10 @@ def read_jsonl(
                 ) from None
             try:
                 item = line_from_json(value, now=now)
-                if isinstance(item, Fact):
-                    check_fact(item)
-                else:
-                    check_record(item, max_chars=max_chars)
+                check_line(item, max_chars=max_chars)
             except InvalidInputError as exc:
-                raise ImportFileError(number, f"{_about(value)}{exc}") from None
+                raise ImportFileError(number, f"{describe(value)}{exc}") from None
             yield number, item
-
-
-def _about(value: object) -> str:
-    """What a line is, to start its error message with (``""`` if it does not say)."""
-    if not isinstance(value, dict):
-        return ""
-    if value.get("format") == FACT_FORMAT:
-        fact_id = value.get("id")
-        return f"fact {fact_id!r}: " if isinstance(fact_id, str) else "fact: "
-    cid = value.get("conversation_id")
-    return f"conversation {cid!r}: " if isinstance(cid, str) else ""
-
-
-def _check_facts(store: SQLStore, lines: dict[str, int], facts: dict[str, Fact]) -> None:
-    """Refuse facts that would replace one of another user, or whose id another user has."""
-    for fact_id, number in lines.items():
-        fact = facts[fact_id]
-        replacement = facts.get(fact.superseded_by or "")
-        if replacement is not None and replacement.user_id != fact.user_id:
-            raise ImportFileError(
-                number,
-                f"fact {fact_id!r} of user {fact.user_id!r} is superseded by fact "
-                f"{replacement.id!r} of user {replacement.user_id!r} (line "
-                f"{lines[replacement.id]}): a fact is replaced by one of the same user; "
-                "nothing was imported",
-            )
-    stored = existing_facts(store.engine, lines)
-    foreign = [fact_id for fact_id, owner in stored.items() if owner != facts[fact_id].user_id]
-    if foreign:
-        first = min(foreign, key=lines.__getitem__)
-        raise ImportFileError(
-            lines[first],
-            f"fact {first!r} is already stored for another user: fact ids are unique in a "
-            "database, keep the file's facts to their users; nothing was imported",
-        )
 
 
 def import_jsonl(
@@ -274,22 +224,25 @@ def import_jsonl(
 ) -> TransferReport:
     """Import a file written by :func:`export_jsonl` (or by hand, see the module docstring).
 
-    The whole file is read and checked first: a malformed line, a conversation id or fact id
-    that comes twice, a fact id stored for another user, or (with ``on_conflict="fail"``) a
-    conversation that is already stored stops the import before anything is written. Then
-    each conversation is written in its own transaction, with its turn numbers, timestamps,
-    counters, status and summaries; its turns are queued for tier 3 when the store queues
-    embeddings (drain the indexer afterwards). Facts are stored as they were exported (ids,
-    statuses, dates, history links), a batch per transaction; a fact already stored (the
-    same id) is left as it is, whatever ``on_conflict`` says, so importing twice adds none
-    twice. Their vectors are computed when they are first ranked.
+    The whole file is read and checked first (:class:`~.plan.ImportPlan`): a malformed line,
+    a conversation, fact id or store item that comes twice, a fact id stored for another
+    user, or (with ``on_conflict="fail"``) a conversation or store item that is already
+    stored stops the import before anything is written. Then each conversation is written
+    in its own transaction, with its turn numbers, timestamps, counters, status and
+    summaries; its turns are queued for tier 3 when the store queues embeddings (drain the
+    indexer afterwards). Facts are stored as they were exported (ids, statuses, dates,
+    history links), a batch per transaction; a fact already stored (the same id) is left as
+    it is, whatever ``on_conflict`` says, so importing twice adds none twice. Store items
+    are stored with their dates, a batch per transaction; one already stored (the same user,
+    namespace and key) is left as it is with ``on_conflict="skip"``. The vectors of facts
+    and store items are computed when they are first ranked or searched.
 
     Args:
         store: The tier-2 store to import into.
         path: The JSON Lines file.
         max_chars: Longest accepted turn content (``max_message_chars``).
-        on_conflict: ``"fail"``: refuse the import if a conversation id is taken;
-            ``"skip"``: keep the stored conversation and leave the line out.
+        on_conflict: ``"fail"``: refuse the import if a conversation id or a store item is
+            taken; ``"skip"``: keep the stored conversation or item and leave the line out.
         progress: Called after each conversation with (done, total).
 
     Returns:
@@ -301,48 +254,28 @@ def import_jsonl(
         StorageError: If the database fails.
     """
     now = utcnow()
-    lines: dict[tuple[str, str], int] = {}
-    fact_lines: dict[str, int] = {}
-    facts: dict[str, Fact] = {}
+    plan = ImportPlan()
     for number, item in read_jsonl(path, max_chars=max_chars, now=now):
-        if isinstance(item, Fact):
-            if item.id in fact_lines:
-                raise ImportFileError(
-                    number,
-                    f"fact {item.id!r} comes twice (first on line {fact_lines[item.id]}): keep "
-                    "one; nothing was imported",
-                )
-            fact_lines[item.id] = number
-            facts[item.id] = item
-            continue
-        owned = (item.info.user_id or "", item.info.conversation_id)
-        if owned in lines:
-            raise ImportFileError(
-                number,
-                f"conversation {owned[1]!r} of user {owned[0]!r} comes twice (first on line "
-                f"{lines[owned]}): keep one; nothing was imported",
-            )
-        lines[owned] = number
-    _check_facts(store, fact_lines, facts)
-    if on_conflict == "fail":
-        taken = existing_conversations(store.engine, lines)
-        if taken:
-            first = min(taken, key=lines.__getitem__)
-            raise ImportFileError(
-                lines[first], f"{ConversationExistsError(first[1])}; nothing was imported"
-            )
-    fact_store = FactStore(store.database)
+        plan.add(number, item)
+    plan.check(store.engine, on_conflict)
+    fact_store, item_store = FactStore(store.database), StoreItems(store.database)
+    skip_items = on_conflict == "skip"
     report = TransferReport()
-    batch: list[tuple[int, Fact]] = []
-    total = len(lines)
+    facts: list[tuple[int, Fact]] = []
+    items: list[tuple[int, StoredItem]] = []
+    total = len(plan.conversations)
     if progress is not None:
         progress(0, total)
     for number, item in read_jsonl(path, max_chars=max_chars, now=now):
         if isinstance(item, Fact):
-            batch.append((number, item))
-            if len(batch) >= _FACT_BATCH:
-                report = _restore(fact_store, batch, report)
-                batch = []
+            facts.append((number, item))
+            if len(facts) >= _BATCH:
+                report, facts = _restore_facts(fact_store, facts, report), []
+            continue
+        if isinstance(item, StoredItem):
+            items.append((number, item))
+            if len(items) >= _BATCH:
+                report, items = _restore_items(item_store, items, report, skip_items), []
             continue
         try:
             written = write_conversation(store, item, max_chars=max_chars, on_conflict=on_conflict)
@@ -359,32 +292,68 @@ def import_jsonl(
         )
         if progress is not None:
             progress(report.conversations + report.skipped, total)
-    return _restore(fact_store, batch, report)
+    report = _restore_facts(fact_store, facts, report)
+    return _restore_items(item_store, items, report, skip_items)
 
 
 def _done(report: TransferReport) -> str:
-    return f"the {report.conversations} conversations and {report.facts} facts"
+    return (
+        f"the {report.conversations} conversations, {report.facts} facts and "
+        f"{report.store_items} store items"
+    )
 
 
-def _restore(
+def _restore_facts(
     fact_store: FactStore, batch: list[tuple[int, Fact]], report: TransferReport
 ) -> TransferReport:
     """Store a batch of facts in one transaction; the report with them counted."""
     if not batch:
         return report
-    try:
-        stored = fact_store.restore([fact for _number, fact in batch])
-    except MemoryChainError as exc:
-        raise ImportFileError(
-            batch[0][0],
-            f"{exc} ({_done(report)} before this line were imported; the facts from this line "
-            "on were not)",
-        ) from exc
+    stored = _stored(batch, report, "facts", lambda: fact_store.restore([f for _, f in batch]))
     return replace(
         report,
         facts=report.facts + stored,
         skipped_facts=report.skipped_facts + len(batch) - stored,
     )
+
+
+def _restore_items(
+    item_store: StoreItems,
+    batch: list[tuple[int, StoredItem]],
+    report: TransferReport,
+    skip_existing: bool,
+) -> TransferReport:
+    """Store a batch of store items in one transaction; the report with them counted."""
+    if not batch:
+        return report
+    stored = _stored(
+        batch,
+        report,
+        "store items",
+        lambda: item_store.restore([i for _, i in batch], skip_existing=skip_existing),
+    )
+    return replace(
+        report,
+        store_items=report.store_items + stored,
+        skipped_store_items=report.skipped_store_items + len(batch) - stored,
+    )
+
+
+def _stored(
+    batch: Sequence[tuple[int, object]],
+    report: TransferReport,
+    what: str,
+    restore: Callable[[], int],
+) -> int:
+    """``restore()``, a database error becoming one of the batch's first line."""
+    try:
+        return restore()
+    except MemoryChainError as exc:
+        raise ImportFileError(
+            batch[0][0],
+            f"{exc} ({_done(report)} before this line were imported; the {what} from this "
+            "line on were not)",
+        ) from exc
 
 
 __all__ = [
@@ -393,7 +362,6 @@ __all__ = [
     "TransferReport",
     "atomic_text_file",
     "export_jsonl",
-    "export_line",
     "export_lines",
     "import_jsonl",
     "read_jsonl",

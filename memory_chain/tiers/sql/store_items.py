@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, delete, or_, select, update
 
-from memory_chain.errors import InvalidInputError
+from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.schemas import as_utc, utcnow
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import conversations, facts, store_items
@@ -37,6 +37,20 @@ from memory_chain.tiers.sql.rows import client_id, naive_utc
 #: The longest value accepted, as JSON characters: an item is a note or a record an agent
 #: keeps, read whole by every search of its namespace, not a document store.
 MAX_VALUE_CHARS = 64_000
+
+
+class StoreItemExistsError(MemoryChainError):
+    """An item being restored is already stored (the same user, namespace and key)."""
+
+    def __init__(self, user_id: str, namespace: Sequence[str], key: str) -> None:
+        super().__init__(
+            f"store item {key!r} in namespace {encode_namespace(namespace)} of user {user_id!r} "
+            "already exists in the database: skip existing items (--on-conflict skip), or "
+            "delete it first"
+        )
+        self.user_id = user_id
+        self.namespace = tuple(namespace)
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +116,8 @@ def _under(prefix: Sequence[str]) -> ColumnElement[bool]:
     )
 
 
-def _item(row: Any) -> StoredItem:
+def item_from_row(row: Any) -> StoredItem:
+    """A ``store_items`` row as a :class:`StoredItem`."""
     return StoredItem(
         user_id=row.user_id,
         namespace=tuple(json.loads(row.namespace)),
@@ -136,7 +151,7 @@ class StoreItems:
                 store_items.c.key == key,
             )
         )
-        return _item(rows[0]) if rows else None
+        return item_from_row(rows[0]) if rows else None
 
     def under(self, user_id: str, prefix: Sequence[str] = ()) -> list[StoredItem]:
         """The user's items in ``prefix`` and the namespaces below it, last stored first."""
@@ -145,7 +160,7 @@ class StoreItems:
             .where(store_items.c.user_id == user_id, _under(prefix))
             .order_by(store_items.c.updated_at.desc(), store_items.c.namespace, store_items.c.key)
         )
-        return [_item(row) for row in rows]
+        return [item_from_row(row) for row in rows]
 
     def put(
         self,
@@ -186,6 +201,59 @@ class StoreItems:
             conn.execute(upsert)
 
         self.database.write(work)
+
+    def restore(self, items: Sequence[StoredItem], *, skip_existing: bool = False) -> int:
+        """Store items as they were exported (dates kept), in one transaction.
+
+        Unlike :meth:`put`, an item already stored is never replaced. An item restored
+        without a vector is embedded at its first search with an embedding model, as one
+        put without a model is (:mod:`memory_chain.integrations.store_agent`).
+
+        Args:
+            items: The items, ``search_text`` as a put would have computed it.
+            skip_existing: Leave an item already stored (the same user, namespace and key)
+                as it is and go on; else refuse the whole batch.
+
+        Returns:
+            How many were stored.
+
+        Raises:
+            StoreItemExistsError: If one is already stored and not ``skip_existing``;
+                nothing of the batch is written.
+            InvalidInputError: If a value is not JSON, or too long; nothing is written.
+        """
+        rows = [
+            {
+                "user_id": item.user_id,
+                "namespace": encode_namespace(item.namespace),
+                "key": item.key,
+                "value": encode_value(item.value),
+                "search_text": item.search_text,
+                "embedding": item.embedding,
+                "created_at": naive_utc(item.created_at),
+                "updated_at": naive_utc(item.updated_at),
+            }
+            for item in items
+        ]
+        keys = [store_items.c.user_id, store_items.c.namespace, store_items.c.key]
+
+        def work(conn: Connection) -> int:
+            stored = 0
+            for item, row in zip(items, rows, strict=True):
+                statement = self.database.insert(store_items).values(**row)
+                # RETURNING, not rowcount: the row comes back only if it was inserted.
+                added = conn.execute(
+                    statement.on_conflict_do_nothing(index_elements=keys).returning(
+                        store_items.c.key
+                    )
+                ).first()
+                if added is None and not skip_existing:
+                    raise StoreItemExistsError(item.user_id, item.namespace, item.key)
+                stored += added is not None
+            return stored
+
+        restored: int = self.database.write(work) if rows else 0
+        return restored
 
     def set_embeddings(
         self, user_id: str, vectors: Mapping[tuple[tuple[str, ...], str], tuple[str, bytes]]

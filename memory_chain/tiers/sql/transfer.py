@@ -1,14 +1,16 @@
-"""Whole conversations and users' facts in and out of tier 2, exactly as stored.
+"""Whole conversations, users' facts and store items in and out of tier 2, exactly as stored.
 
 :func:`read_conversations` reads conversations with their turns and summaries, column for
-column, in one read transaction (a consistent snapshot); :func:`read_export` reads them and
-then the facts of their users (:func:`read_facts`, every status, so the history too) in the
-same snapshot. :func:`write_conversation` writes one such conversation back in one
+column, in one read transaction (a consistent snapshot); :func:`read_export` reads them,
+then the facts of their users (:func:`read_facts`, every status, so the history too), then
+their users' store items (:func:`read_store_items`, what agents kept in ``MemoryStore``) in
+the same snapshot. :func:`write_conversation` writes one such conversation back in one
 transaction, keeping its turn numbers, timestamps, counters, status and summaries
 (:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be used to restore), and
 queues its turns for tier 3 when the store does. A conversation is either written whole or
 not at all. Facts are written back by :meth:`memory_chain.tiers.sql.facts.FactStore.restore`
-(ids, statuses and dates kept) after :func:`check_fact`.
+(ids, statuses and dates kept) after :func:`check_fact`, store items by
+:meth:`memory_chain.tiers.sql.store_items.StoreItems.restore`.
 
 Example:
     >>> from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -28,7 +30,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, Select, func, insert, select
+from sqlalchemy import Connection, Engine, Select, func, insert, select, tuple_
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import ORIGINS, STATUSES, Fact
@@ -42,7 +44,7 @@ from memory_chain.schemas import (
     validate_status,
 )
 from memory_chain.tiers.sql.facts import checked_kind, checked_text, fact_from_row
-from memory_chain.tiers.sql.models import conversations, facts, summaries, turns
+from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
     conversation_from_row,
@@ -55,8 +57,11 @@ from memory_chain.tiers.sql.rows import (
     turn_values,
 )
 from memory_chain.tiers.sql.store import SQLStore
+from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace, item_from_row
 
 OnConflict = Literal["fail", "skip"]
+#: A store item's address: (user id, namespace below the user, key).
+ItemKey = tuple[str, tuple[str, ...], str]
 _PAGE = 500
 #: A fact's id: 32 lowercase hexadecimal digits (a UUID4's ``hex``).
 FACT_ID = re.compile(r"[0-9a-f]{32}")
@@ -150,25 +155,44 @@ def read_facts(
         yield from _fact_records(conn, user_id, conversation_id)
 
 
-def read_export(
-    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
-) -> Iterator[ConversationRecord | Fact]:
-    """What an export holds: :func:`read_conversations`, then :func:`read_facts`.
-
-    Both are read in one snapshot, so a fact stored or a conversation purged meanwhile does
-    not show up on one side only.
+def read_store_items(engine: Engine, *, user_id: str | None = None) -> Iterator[StoredItem]:
+    """Every store item (every user's, or ``user_id``'s), by user, namespace and key.
 
     Args:
         engine: The tier-2 engine.
-        user_id: Only this user's conversations and facts.
+        user_id: Only this user's items.
+
+    Yields:
+        The items, with their search text and vector as stored.
+    """
+    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
+        yield from _store_item_records(conn, user_id)
+
+
+def read_export(
+    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
+) -> Iterator[ConversationRecord | Fact | StoredItem]:
+    """What an export holds: conversations, then facts, then store items.
+
+    :func:`read_conversations`, :func:`read_facts` and :func:`read_store_items` in one
+    snapshot, so a fact stored or a conversation purged meanwhile does not show up on one
+    side only. Store items belong to a user, not to a conversation: an export of one
+    conversation (``conversation_id``) has none.
+
+    Args:
+        engine: The tier-2 engine.
+        user_id: Only this user's conversations, facts and store items.
         conversation_id: Only conversations of this id and the facts learnt in them.
 
     Yields:
-        Every conversation in creation order, then every fact (by user, oldest first).
+        Every conversation in creation order, then every fact (by user, oldest first), then
+        every store item (by user, namespace and key).
     """
     with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
         yield from _conversation_records(conn, user_id, conversation_id)
         yield from _fact_records(conn, user_id, conversation_id)
+        if conversation_id is None:
+            yield from _store_item_records(conn, user_id)
 
 
 def _conversation_records(
@@ -214,6 +238,22 @@ def _fact_records(
     while True:  # pages of one snapshot: offsets are stable
         page = conn.execute(statement.limit(_PAGE).offset(offset)).all()
         yield from (fact_from_row(row) for row in page)
+        if len(page) < _PAGE:
+            return
+        offset += len(page)
+
+
+def _store_item_records(conn: Connection, user_id: str | None) -> Iterator[StoredItem]:
+    # The primary key's order: unique (no ties) and read along the index.
+    statement = select(store_items).order_by(
+        store_items.c.user_id, store_items.c.namespace, store_items.c.key
+    )
+    if user_id is not None:
+        statement = statement.where(store_items.c.user_id == user_id)
+    offset = 0
+    while True:  # pages of one snapshot: offsets are stable
+        page = conn.execute(statement.limit(_PAGE).offset(offset)).all()
+        yield from (item_from_row(row) for row in page)
         if len(page) < _PAGE:
             return
         offset += len(page)
@@ -396,6 +436,27 @@ def existing_facts(engine: Engine, fact_ids: Collection[str]) -> dict[str, str]:
     return found
 
 
+def existing_store_items(engine: Engine, keys: Collection[ItemKey]) -> set[ItemKey]:
+    """Which of these store items (user id, namespace, key) are already stored."""
+    stored = {
+        (user, encode_namespace(namespace), key): (user, namespace, key)
+        for user, namespace, key in keys
+    }
+    wanted = list(stored)
+    columns = tuple_(store_items.c.user_id, store_items.c.namespace, store_items.c.key)
+    found: set[ItemKey] = set()
+    with storage_errors(), engine.connect() as conn:
+        for start in range(0, len(wanted), _PAGE):
+            chunk = wanted[start : start + _PAGE]
+            rows = conn.execute(
+                select(store_items.c.user_id, store_items.c.namespace, store_items.c.key).where(
+                    columns.in_(chunk)
+                )
+            )
+            found.update(stored[(row.user_id, row.namespace, row.key)] for row in rows)
+    return found
+
+
 def write_conversation(
     store: SQLStore,
     record: ConversationRecord,
@@ -473,14 +534,17 @@ __all__ = [
     "FACT_ID",
     "ConversationExistsError",
     "ConversationRecord",
+    "ItemKey",
     "OnConflict",
     "check_fact",
     "check_record",
     "count_conversations",
     "existing_conversations",
     "existing_facts",
+    "existing_store_items",
     "read_conversations",
     "read_export",
     "read_facts",
+    "read_store_items",
     "write_conversation",
 ]

@@ -1,0 +1,158 @@
+"""An import file checked as a whole, before anything of it is written.
+
+:func:`~memory_chain.transfer.jsonl.import_jsonl` reads a file twice. On the first pass each
+line is read and checked on its own (:func:`~memory_chain.transfer.jsonl.read_jsonl`) and
+noted in an :class:`ImportPlan` with its line number, which then refuses what no single line
+shows: a conversation, fact or store item that comes twice, a fact superseded by another
+user's or whose id another user has, and (with ``on_conflict="fail"``) a conversation or
+store item already stored. Only then does the second pass write.
+
+Example:
+    >>> plan = ImportPlan()  # doctest: +SKIP
+    >>> for number, item in read_jsonl(path, max_chars=200_000):  # doctest: +SKIP
+    ...     plan.add(number, item)
+    >>> plan.check(store.engine, on_conflict="fail")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from memory_chain.errors import InvalidInputError
+from memory_chain.facts.model import Fact
+from memory_chain.tiers.sql.store_items import (
+    StoredItem,
+    StoreItemExistsError,
+    encode_namespace,
+)
+from memory_chain.tiers.sql.transfer import (
+    ConversationExistsError,
+    ConversationRecord,
+    ItemKey,
+    OnConflict,
+    existing_conversations,
+    existing_facts,
+    existing_store_items,
+)
+
+
+class ImportFileError(InvalidInputError):
+    """A line of an import file cannot be imported.
+
+    Attributes:
+        line: The 1-based line number.
+    """
+
+    def __init__(self, line: int, detail: str) -> None:
+        super().__init__(f"line {line}: {detail}")
+        self.line = line
+
+
+@dataclass
+class ImportPlan:
+    """What a file holds, by line number (see the module docstring).
+
+    Attributes:
+        conversations: The line of each ``(user_id, conversation_id)``.
+        fact_lines: The line of each fact id.
+        facts: Each fact, by id.
+        items: The line of each store item, by (user id, namespace, key).
+    """
+
+    conversations: dict[tuple[str, str], int] = field(default_factory=dict)
+    fact_lines: dict[str, int] = field(default_factory=dict)
+    facts: dict[str, Fact] = field(default_factory=dict)
+    items: dict[ItemKey, int] = field(default_factory=dict)
+
+    def add(self, number: int, item: ConversationRecord | Fact | StoredItem) -> None:
+        """Note a line's conversation, fact or store item.
+
+        Raises:
+            ImportFileError: If the file had it already (the same conversation of the same
+                user, fact id, or store item of the same user, namespace and key).
+        """
+        if isinstance(item, Fact):
+            if item.id in self.fact_lines:
+                raise ImportFileError(
+                    number,
+                    f"fact {item.id!r} comes twice (first on line {self.fact_lines[item.id]}): "
+                    "keep one; nothing was imported",
+                )
+            self.fact_lines[item.id] = number
+            self.facts[item.id] = item
+            return
+        if isinstance(item, StoredItem):
+            key = (item.user_id, item.namespace, item.key)
+            if key in self.items:
+                where = encode_namespace(item.namespace)
+                raise ImportFileError(
+                    number,
+                    f"store item {item.key!r} in namespace {where} of user {item.user_id!r} "
+                    f"comes twice (first on line {self.items[key]}): keep one; nothing was "
+                    "imported",
+                )
+            self.items[key] = number
+            return
+        owned = (item.info.user_id or "", item.info.conversation_id)
+        if owned in self.conversations:
+            raise ImportFileError(
+                number,
+                f"conversation {owned[1]!r} of user {owned[0]!r} comes twice (first on line "
+                f"{self.conversations[owned]}): keep one; nothing was imported",
+            )
+        self.conversations[owned] = number
+
+    def check(self, engine: Engine, on_conflict: OnConflict) -> None:
+        """Check the file against itself and the database, once every line is added.
+
+        Args:
+            engine: The database imported into.
+            on_conflict: ``"fail"`` also refuses a conversation or store item already
+                stored; ``"skip"`` leaves them to be skipped.
+
+        Raises:
+            ImportFileError: Naming the first line at fault.
+        """
+        self._check_facts(engine)
+        if on_conflict != "fail":
+            return
+        taken = {
+            self.conversations[owned]: f"{ConversationExistsError(owned[1])}"
+            for owned in existing_conversations(engine, self.conversations)
+        }
+        taken.update(
+            (self.items[key], f"{StoreItemExistsError(*key)}")
+            for key in existing_store_items(engine, self.items)
+        )
+        if taken:
+            first = min(taken)
+            raise ImportFileError(first, f"{taken[first]}; nothing was imported")
+
+    def _check_facts(self, engine: Engine) -> None:
+        """Refuse facts that would replace one of another user, or whose id another has."""
+        lines, facts = self.fact_lines, self.facts
+        for fact_id, number in lines.items():
+            fact = facts[fact_id]
+            replacement = facts.get(fact.superseded_by or "")
+            if replacement is not None and replacement.user_id != fact.user_id:
+                raise ImportFileError(
+                    number,
+                    f"fact {fact_id!r} of user {fact.user_id!r} is superseded by fact "
+                    f"{replacement.id!r} of user {replacement.user_id!r} (line "
+                    f"{lines[replacement.id]}): a fact is replaced by one of the same user; "
+                    "nothing was imported",
+                )
+        stored = existing_facts(engine, lines)
+        foreign = [fact_id for fact_id, owner in stored.items() if owner != facts[fact_id].user_id]
+        if foreign:
+            first = min(foreign, key=lines.__getitem__)
+            raise ImportFileError(
+                lines[first],
+                f"fact {first!r} is already stored for another user: fact ids are unique in a "
+                "database, keep the file's facts to their users; nothing was imported",
+            )
+
+
+__all__ = ["ImportFileError", "ImportPlan"]

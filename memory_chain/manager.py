@@ -318,7 +318,7 @@ class MemoryManager:
         return self.store.get_summaries(conversation_id, user_id=user_id)
 
     def export(self, user_id: str) -> Iterator[str]:
-        """The user's conversations and facts as ``memory-chain export`` lines, streamed."""
+        """The user's conversations, facts and store items as export lines, streamed."""
         return export_lines(self.store.engine, user_id=user_id)
 
     def archive(self, conversation_id: str, user_id: str) -> None:

@@ -396,6 +396,8 @@ def test_consolidate_summarizes_with_the_real_model(tmp_path: Path, local_llm_ur
         "MEMORY_CHAIN_LLM_FALLBACK": "off",
         "MEMORY_CHAIN_LLM_MAX_TOKENS": "60",
         "MEMORY_CHAIN_MEMORY_TIER3_ENABLED": "false",
+        # The summaries are what is checked; facts are learnt in tests/facts/test_extract.py.
+        "MEMORY_CHAIN_CONSOLIDATION_LEARN_FACTS": "false",
     }
     neither = _cli(data_dir, "consolidate", **llm)
     assert neither.exit_code == 2
@@ -558,7 +560,7 @@ def test_round_trip_keeps_every_fact_with_its_history(
     lines = [json.loads(line) for line in first.read_text(encoding="utf-8").splitlines()]
     # The conversations first, then the facts: each user's (ana, bob), oldest first.
     assert [line["format"] for line in lines] == [FORMAT] * 3 + [FACT_FORMAT] * 6
-    assert {line["version"] for line in lines} == {VERSION} == {2}
+    assert {line["version"] for line in lines} == {VERSION} == {3}
     fact_lines = lines[3:]
     assert [f["user_id"] for f in fact_lines] == ["ana"] * 5 + ["bob"]
     assert [f["created_at"] for f in fact_lines[:5]] == sorted(
@@ -679,7 +681,7 @@ def test_version_1_files_without_facts_still_import(tmp_path: Path, source: Path
     )
     again = tmp_path / "again.jsonl"
     assert _cli(target, "export", str(again), "--user", "ana").exit_code == 0
-    assert again.read_text(encoding="utf-8").splitlines() == lines[:2]  # now written as version 2
+    assert again.read_text(encoding="utf-8").splitlines() == lines[:2]  # now written as version 3
     store = _store(target)
     try:
         assert _fact_rows(store) == []

@@ -21,9 +21,10 @@ from langchain_core.runnables.config import run_in_executor
 
 from memory_chain import __version__
 from memory_chain.api import conversations, langserve_routes, metrics, openai_compat, user_memory
-from memory_chain.api.deps import ServicesDep
+from memory_chain.api.deps import ServicesDep, get_services, resolve_user
 from memory_chain.api.errors import BodySizeLimit, install_error_handlers
 from memory_chain.config import MemorySettings
+from memory_chain.integrations.mcp_http import StreamableHTTPDoor
 from memory_chain.services import Services, open_services
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
         if services.chain is not None:
             chat.bind_target(services.chain)
         retriever.bind_target(langserve_routes.retriever_target(services.manager))
+        mcp_door.bind(services)
         limits["max_bytes"] = services.settings.max_request_bytes
         logger.info(
             "memory_chain %s: tier 2 at %s, tier 3 %s",
@@ -118,6 +120,12 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     chat = langserve_routes.chat_stand_in()
     retriever = langserve_routes.retriever_stand_in()
     langserve_routes.mount(app, chat, retriever)
+    # MCP clients over streamable HTTP, each request as the user its key names. A plain
+    # Starlette route: MCP's JSON-RPC endpoint has its own schema, not OpenAPI's.
+    mcp_door = StreamableHTTPDoor(
+        authenticate=lambda request: resolve_user(request, get_services(request))
+    )
+    app.router.routes.append(mcp_door.route("/mcp"))
 
     @app.get("/health", tags=["service"])
     def health(services: ServicesDep) -> dict[str, Any]:

@@ -9,10 +9,10 @@ of the same subject supersedes the older); ``PATCH /v1/facts/{id}`` edits one (t
 the old text is kept as a superseded copy); ``DELETE`` dismisses one (it leaves every prompt,
 the history keeps it).
 
-``GET /v1/users/me/export`` streams every conversation and fact of the caller in the JSON
-Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller from every
-tier (rows and facts at once, vectors through the tier-3 task queue, so also when the vector
-store is down).
+``GET /v1/users/me/export`` streams every conversation, fact and store item of the caller in
+the JSON Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller
+from every tier (rows, facts and store items at once, vectors through the tier-3 task queue,
+so also when the vector store is down).
 Every endpoint acts only on the calling user, as the API key (or user header) decides.
 """
 

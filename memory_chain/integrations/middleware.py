@@ -5,7 +5,9 @@ what the thread does not hold: the user's remembered facts, the conversation's r
 summary and what the user said in other conversations, within the model's window.
 
 * **Before each model call** (``wrap_model_call``): memory is searched for the run's last
-  user message, and its sections are added to the system message, budgeted like the chat's
+  user message (once per run: the model calls of a tool loop reuse the search, as memory
+  does not change until the run's exchange is stored), and its sections are added to the
+  system message, budgeted like the chat's
   prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the thread's own
   messages and the reply's room. Memory's recent turns of the conversation are left out when
   the thread already has earlier messages (the checkpointer keeps them); a thread that starts
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -61,13 +65,17 @@ from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryC
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
-from memory_chain.tokens import EstimatingCounter
+from memory_chain.tokens import EstimatingCounter, TokenCounter
 
 logger = logging.getLogger(__name__)
 
 #: The window assumed for a model the services cannot resolve (not served by the LLM
 #: server memory_chain talks to); pass ``window=`` to say what it is.
 FALLBACK_WINDOW = 8192
+
+#: Runs whose memory search is kept for their next model calls (the oldest is dropped
+#: beyond this: a run that never ended, e.g. interrupted, does not keep its search forever).
+MAX_RECALLED_RUNS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,8 @@ class MemoryMiddleware(AgentMiddleware):
         reply_tokens: Room kept for the reply when the model sets no ``max_tokens``/
             ``num_predict`` (at most a quarter of the window).
         store: Store each run's exchange (``False``: read memory only).
+        counter: Counts tokens for a model the services cannot resolve (default: an
+            estimate from the text's length).
     """
 
     def __init__(
@@ -134,6 +144,7 @@ class MemoryMiddleware(AgentMiddleware):
         window: int | None = None,
         reply_tokens: int | None = None,
         store: bool = True,
+        counter: TokenCounter | None = None,
     ) -> None:
         super().__init__()
         self.services = services
@@ -142,6 +153,43 @@ class MemoryMiddleware(AgentMiddleware):
         self.reply_tokens = reply_tokens or services.settings.llm_max_tokens
         self.store = store
         self.default_user = services.settings.default_user_id
+        self.counter = counter
+        # What each running run found, by (conversation, user, query): its tool loop's
+        # model calls reuse it. Runs of one middleware may run in several threads.
+        self._recalled: OrderedDict[tuple[str, str, str], MemoryContext] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- a run's memory search -------------------------------------------------------------
+
+    def before_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """A new run: memory is searched afresh (another run may have stored since)."""
+        self._forget_run(run_ids(runtime, self.default_user))
+        return None
+
+    async def abefore_agent(
+        self, state: AgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`before_agent` (no I/O)."""
+        return self.before_agent(state, runtime)
+
+    def _forget_run(self, ids: RunIds) -> None:
+        with self._lock:
+            for key in [k for k in self._recalled if k[:2] == (ids.conversation_id, ids.user_id)]:
+                del self._recalled[key]
+
+    def _retrieve(self, ids: RunIds, query: str) -> MemoryContext:
+        """Memory for the run's message: searched at the run's first model call, then kept."""
+        key = (ids.conversation_id, ids.user_id, query)
+        with self._lock:
+            found = self._recalled.get(key)
+        if found is not None:
+            return found
+        found = self.manager.retrieve(ids.conversation_id, ids.user_id, query)
+        with self._lock:
+            self._recalled[key] = found
+            while len(self._recalled) > MAX_RECALLED_RUNS:
+                self._recalled.popitem(last=False)
+        return found
 
     # -- before the model ----------------------------------------------------------------
 
@@ -182,7 +230,7 @@ class MemoryMiddleware(AgentMiddleware):
         thread = [m for i, m in enumerate(messages) if i != last]
         earlier = any(isinstance(m, HumanMessage) for m in messages[:last])
         try:
-            context = self.manager.retrieve(ids.conversation_id, ids.user_id, query)
+            context = self._retrieve(ids, query)
             if earlier:  # the thread holds the conversation's recent turns itself
                 context = replace(context, recent=())
             built = self._build(request, model, thread, query, context)
@@ -216,7 +264,7 @@ class MemoryMiddleware(AgentMiddleware):
         return ModelInfo(
             name=str(name or "the model"),
             window=self.window or FALLBACK_WINDOW,
-            counter=EstimatingCounter(),
+            counter=self.counter or EstimatingCounter(),
             window_source="setting" if self.window else "default",
         )
 
@@ -256,14 +304,17 @@ class MemoryMiddleware(AgentMiddleware):
 
     def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store the run's exchange: the user's last message and the final answer."""
+        ids = run_ids(runtime, self.default_user)
+        self._forget_run(ids)
         if self.store:
-            self.remember(state["messages"], run_ids(runtime, self.default_user))
+            self.remember(state["messages"], ids)
         return None
 
     async def aafter_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async :meth:`after_agent` (stored in a worker thread)."""
+        ids = run_ids(runtime, self.default_user)
+        self._forget_run(ids)
         if self.store:
-            ids = run_ids(runtime, self.default_user)
             await asyncio.to_thread(self.remember, state["messages"], ids)
         return None
 

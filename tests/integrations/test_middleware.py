@@ -141,6 +141,43 @@ def test_tool_steps_are_not_stored_and_async_runs_work(services: Services) -> No
     ]
 
 
+def test_memory_is_searched_once_per_run_not_per_model_call(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool loop calls the model several times in one run: memory is searched at the
+    first call and reused; the next run searches again and sees what the last one stored."""
+    searched: list[str] = []
+    retrieve = services.manager.retrieve
+
+    def counting(conversation_id: str, user_id: str, query: str, **kwargs: Any) -> Any:
+        searched.append(query)
+        return retrieve(conversation_id, user_id, query, **kwargs)
+
+    monkeypatch.setattr(services.manager, "retrieve", counting)
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"Sunny in {city}."
+
+    def call(n: int) -> AIMessage:
+        args = {"city": "Lisbon"}
+        return AIMessage("", tool_calls=[{"name": "weather", "args": args, "id": f"c{n}"}])
+
+    model = RecordingModel([call(1), call(2), "Sunny.", call(3), "Still sunny."])
+    middleware = MemoryMiddleware(services)
+    agent = create_agent(model, tools=[weather], middleware=[middleware])
+    agent.invoke({"messages": [("user", "Weather in Lisbon?")]}, _config("w", "ana"))
+    assert len(model.prompts) == 3
+    assert searched == ["Weather in Lisbon?"]
+    assert all("Sunny in Lisbon" not in _system(p) for p in model.prompts)
+
+    asyncio.run(agent.ainvoke({"messages": [("user", "Weather in Lisbon?")]}, _config("w", "ana")))
+    assert searched == ["Weather in Lisbon?"] * 2  # a new run searches again
+    assert "Sunny." in "\n".join(m.text for m in model.prompts[-1])  # the last run's answer
+    assert not middleware._recalled  # nothing kept once the runs ended
+
+
 def test_a_thread_without_history_gets_the_conversations_recent_turns(
     services: Services,
 ) -> None:

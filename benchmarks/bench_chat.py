@@ -16,12 +16,17 @@ costs ~0 and what is left of a turn is memory. The data are ``--conversations`` 
 ``MemoryManager.add_turns``, all embedded into tier 3 (``TurnIndexer.drain``) and summarized
 up to their last 5 turns (``SQLStore.add_summary``), as consolidation would have left them.
 
-1. Overhead of a chat turn: ``chain.invoke``, the same chain over a no-op memory and
-   ``embed_query`` of the same question, alternating request by request (order rotated every
-   request). Memory's cost (the goal: retrieval + storage, p95 <= 1.2x one query embedding)
-   is the chat turn minus the no-op chain of the same request, since the LCEL plumbing and
-   the (fake) model are paid by a chat app without memory too; the whole chain's ratio is
-   printed as well. (a) each measurement
+1. Overhead of a chat turn: ``chain.invoke``, the same chain over a no-op memory, an agent
+   ``create_agent(fake_model, middleware=[MemoryMiddleware(services)])`` (no tools, no
+   checkpointer: memory is the thread's only history, as for the chain), the same agent
+   without the middleware, and ``embed_query`` of the same question, alternating request by
+   request (order rotated every request). Memory's cost (the goal: retrieval + storage,
+   p95 <= 1.2x one query embedding) is the chat turn minus the no-op chain of the same
+   request, since the LCEL plumbing and the (fake) model are paid by a chat app without
+   memory too; the whole chain's ratio is printed as well. Through the middleware it is the
+   agent minus the bare agent (the goal: p95 <= 1.2x memory's cost through the chain; the
+   middleware is given the chain's window and token counter, so both build the same
+   prompt). (a) each measurement
    starting with the tier-3 backfill caught up ("settled"), and (b) back to back, as a busy
    server, where the backfill of the previous turn may run during the next measurement.
    Then the breakdown (settled, ``--breakdown-requests``): ``chain.stream`` to its first
@@ -64,7 +69,15 @@ from harness import Run, configure, parser, rss_mb, verdict
 
 from memory_chain.services import Services
 
-PACKAGES = ("langchain-core", "qdrant-edge-py", "sentence-transformers", "torch", "SQLAlchemy")
+PACKAGES = (
+    "langchain-core",
+    "langchain",
+    "langgraph",
+    "qdrant-edge-py",
+    "sentence-transformers",
+    "torch",
+    "SQLAlchemy",
+)
 
 
 def run(settings: Settings, started: float) -> dict[str, Any]:
@@ -99,6 +112,10 @@ def verdicts(result: dict[str, Any]) -> dict[str, str]:
         )
         for mode in ("settled", "back_to_back")
     }
+    middleware = GOALS["middleware_cost_p95_over_chain_cost_p95"]
+    for mode in ("settled", "back_to_back"):
+        ratio = result["overhead"][mode]["middleware_over_chain_p95"]
+        out[f"middleware_{mode}"] = verdict(ratio, middleware, False)
     out["consolidation_p95_ratio"] = verdict(
         result["consolidation"]["p95_ratio"], GOALS["consolidation_p95_over_idle_p95"], False
     )

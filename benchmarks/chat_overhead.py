@@ -1,11 +1,13 @@
 """Part 1 of the chat benchmark: what memory adds to a chat turn, and where that time goes.
 
-The chat turn (``chain.invoke``), the same chain over a no-op memory and ``embed_query`` of
+The chat turn (``chain.invoke``), the same chain over a no-op memory, an agent with
+``MemoryMiddleware``, the same agent without it (:mod:`chat_agents`) and ``embed_query`` of
 the same question alternate request by request (the order rotated every request), (a) with
 the tier-3 backfill caught up before each measurement ("settled") and (b) back to back.
 Memory's cost is the chat turn minus the no-op chain of the same request: the LCEL plumbing
-and the (fake) model are paid by a chat app without memory too. Then the breakdown
-(:class:`Breakdown`): the steps of a request timed one by one, settled, in rotating order.
+and the (fake) model are paid by a chat app without memory too; through the middleware, the
+agent minus the bare agent. Then the breakdown (:class:`Breakdown`): the steps of a request
+timed one by one, settled, in rotating order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from chat_agents import Agents, Measure, middleware_figures
 from chat_stack import (
     REPLY,
     NullMemory,
@@ -49,13 +52,16 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
     rng = random.Random(settings.seed + 1)
     null_core = ChatCore(NullMemory(), chat_models(fake_chat_model()))  # type: ignore[arg-type]
     null_chain = build_chat_chain(null_core)
+    agents = Agents.build(stack, chat_models(fake_chat_model()).info)
+    agents.warm_up(make_requests(stack.conversations, 20, rng))
     result: dict[str, Any] = {}
     for mode, wait in (("settled", True), ("back_to_back", False)):
         progress(
-            f"part 1 ({mode}): chat turn vs embed_query, {settings.requests} requests", started
+            f"part 1 ({mode}): chat turn and agent vs embed_query, {settings.requests} requests",
+            started,
         )
         requests = make_requests(stack.conversations, settings.requests, rng)
-        result[mode] = paired_overhead(stack, null_chain, requests, settle_each=wait)
+        result[mode] = paired_overhead(stack, null_chain, agents, requests, settle_each=wait)
 
     progress(f"part 1: breakdown, {settings.breakdown_requests} requests", started)
     requests = make_requests(stack.conversations, settings.breakdown_requests, rng)
@@ -74,9 +80,10 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
 
 
 def paired_overhead(
-    stack: Stack, null_chain: Any, requests: list[Request], *, settle_each: bool
+    stack: Stack, null_chain: Any, agents: Agents, requests: list[Request], *, settle_each: bool
 ) -> dict[str, Any]:
-    """The chat turn, the no-op chain and ``embed_query`` in turn on every request."""
+    """The chat turn, the no-op chain, both agents and ``embed_query`` in turn on every
+    request."""
     assert stack.services.vectors is not None
     embeddings = stack.services.vectors.embeddings
 
@@ -95,8 +102,13 @@ def paired_overhead(
         embeddings.embed_query(request.question)
         return clock() - t0
 
-    samples_ns: dict[str, list[int]] = {"chat": [], "bare": [], "embed": []}
-    measures = (("chat", chat), ("bare", bare), ("embed", embed))
+    measures: tuple[tuple[str, Measure], ...] = (
+        ("chat", chat),
+        ("bare", bare),
+        *agents.measures(),
+        ("embed", embed),
+    )
+    samples_ns: dict[str, list[int]] = {name: [] for name, _ in measures}
     settle(stack.services)
     gc.collect()
     for i, request in enumerate(requests):
@@ -120,6 +132,7 @@ def paired_overhead(
         "median_paired_difference_ms": float(
             np.median(np.asarray(chat_ns) - np.asarray(embed_ns)) / 1e6
         ),
+        **middleware_figures(samples_ns, memory_stats),
     }
 
 

@@ -65,8 +65,8 @@ def overhead_lines(
     goal = GOALS["chat_overhead_p95_over_embed_p95"]
     lines.append("")
     lines.append(
-        "== 1. overhead of a chat turn (fake LLM): chain.invoke vs embed_query of the same "
-        "question, alternating =="
+        "== 1. overhead of a chat turn (fake LLM): chain.invoke and create_agent vs "
+        "embed_query of the same question, alternating =="
     )
     lines.append(stats_header("latency, ms"))
     for mode, title in (
@@ -93,6 +93,7 @@ def overhead_lines(
             f"  {'chat p95 / embed_query p95 (whole chain, LCEL and fake LLM included)':<70}"
             f"{entry['chat_p95_over_embed_p95']:>6.3f}"
         )
+        lines.extend(middleware_lines(entry, mode))
     breakdown = over["breakdown"]
     lines.append(
         f"  -- breakdown ({settings.breakdown_requests} requests, settled, operations in "
@@ -132,6 +133,27 @@ def overhead_lines(
     lines.append("  background work during part 1:")
     lines.extend(background_lines(background))
     return lines
+
+
+def middleware_lines(entry: dict[str, Any], mode: str) -> list[str]:
+    """The agents' rows of a part-1 mode: memory's cost through MemoryMiddleware vs the chain."""
+    goal = GOALS["middleware_cost_p95_over_chain_cost_p95"]
+    p50, p95 = entry["middleware_over_chain_p50"], entry["middleware_over_chain_p95"]
+    label_p50 = "memory's cost p50, middleware / chain"
+    return [
+        stats_row("agent: create_agent + MemoryMiddleware, invoke", entry["agent_ms"]),
+        stats_row("same agent without the middleware", entry["agent_no_middleware_ms"]),
+        stats_row(
+            "memory's cost: agent - bare agent, paired", entry["middleware_memory_overhead_ms"]
+        ),
+        goal_line(
+            f"memory's cost p95, middleware / chain ({mode.replace('_', ' ')})",
+            f"{p95:.3f}",
+            f"<= {goal:g}",
+            verdict(p95, goal, higher_is_better=False),
+        ),
+        f"  {label_p50:<70}{p50:>6.3f}",
+    ]
 
 
 def consolidation_lines(cons: dict[str, Any], settings: Settings) -> list[str]:

@@ -43,6 +43,8 @@ from memory_chain.tokens import EstimatingCounter, TokenCounter
 GOALS = {
     "chat_overhead_p95_over_embed_p95": 1.2,
     "consolidation_p95_over_idle_p95": 1.2,
+    # Memory's cost through MemoryMiddleware in create_agent against through the chain.
+    "middleware_cost_p95_over_chain_cost_p95": 1.2,
 }
 #: Turns left unsummarized per conversation by the pre-populated summaries.
 UNSUMMARIZED_TAIL = 5

@@ -61,6 +61,12 @@ class MemorySettings(BaseSettings):
     consolidation_idle_seconds: float = Field(
         default=3600.0, gt=0, description="Silence after which a conversation is consolidated."
     )
+    consolidation_learn_facts: bool = Field(
+        default=True,
+        description="Learn facts about the user from each consolidated range of turns: one more "
+        "call of the summary model per range, its reply constrained to JSON; the facts are "
+        "reconciled with the user's own (a newer value supersedes the older).",
+    )
     memory_retention_days: float | None = Field(
         default=None,
         gt=0,

@@ -8,12 +8,14 @@ itself as a user fact, with its turn), and ``idle_seconds`` of silence (a backgr
 
 A consolidation summarizes the turns after the last summarized one with the summarization
 chain (retried with backoff), stores the range summary and the new running summary in one
-transaction, drains the tier-3 queue, and only then prunes tier 1 to its last ``keep_last``
-turns. It is idempotent: ranges are unique in SQL, and no range is summarized (no LLM called)
-twice: a per-conversation lock orders this process's threads, and a database lock across
-processes (an advisory lock on PostgreSQL) lets one replica at a time consolidate a
-conversation, the others skipping it meanwhile. Nothing runs in the caller's request:
-triggers submit work to a single background thread.
+transaction, learns the facts about the user the range holds (with a :class:`FactExtractor
+<memory_chain.extraction.FactExtractor>`, one more call of the model; a failure there costs the
+range its facts, never its summary), drains the tier-3 queue, and only then prunes tier 1 to
+its last ``keep_last`` turns. It is idempotent: ranges are unique in SQL, and no range is
+summarized (no LLM called) twice: a per-conversation lock orders this process's threads,
+and a database lock across processes (an advisory lock on PostgreSQL) lets one replica at a
+time consolidate a conversation, the others skipping it meanwhile. Nothing runs in the
+caller's request: triggers submit work to a single background thread.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from langchain_core.runnables import Runnable
 
 from memory_chain import metrics
 from memory_chain.errors import MemoryChainError
+from memory_chain.extraction import ExtractionError, FactExtractor
 from memory_chain.intent import asks_to_remember
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.serial import SerialExecutor
@@ -93,6 +96,12 @@ class ConsolidationService:
         counter: Counts summary tokens.
         settings: Triggers and actions.
         sleep: Waits between retries (replaceable in tests).
+        extractor: Learns facts about the user from each range summarized (``None``: none
+            are learnt).
+
+    Attributes:
+        failures: Consolidations that failed.
+        extraction_failures: Ranges summarized whose facts could not be extracted.
     """
 
     def __init__(
@@ -105,6 +114,7 @@ class ConsolidationService:
         counter: TokenCounter | None = None,
         settings: ConsolidationSettings | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        extractor: FactExtractor | None = None,
     ) -> None:
         self.store = store
         self.buffer = buffer
@@ -113,7 +123,9 @@ class ConsolidationService:
         self.counter = counter or TokenCounter()
         self.settings = settings or ConsolidationSettings()
         self.sleep = sleep
+        self.extractor = extractor
         self.failures = 0
+        self.extraction_failures = 0
         self._waiting = 0  # queued or running (the executor keeps no count of its own)
         self._executor = SerialExecutor("consolidation")
         # The last run per (user, conversation); finished ones are dropped past
@@ -331,7 +343,28 @@ class ConsolidationService:
         if stored is not None:
             state = CachedSummary(new_running, end)
             self.buffer.set_summary(conversation_id, state, user_id=user_id)
+            self._learn_facts(conversation_id, user_id, turns)
         return stored
+
+    def _learn_facts(self, conversation_id: str, user_id: str, turns: list[Turn]) -> None:
+        """File the facts of a range just summarized; a failure is counted, never raised."""
+        if self.extractor is None:
+            return
+        span = (conversation_id, turns[0].turn_number, turns[-1].turn_number)
+        if self._executor.stopping:
+            logger.info("shutting down: no facts learnt from %s turns %d-%d", *span)
+            return
+        try:
+            found = self.extractor.extract(user_id, turns)
+            # Purged meanwhile: its facts went with it, and must not come back.
+            if found and self.store.get_conversation(conversation_id, user_id=user_id):
+                self.extractor.file(user_id, conversation_id, found)
+        except ExtractionError as exc:
+            self.extraction_failures += 1
+            logger.warning("no facts learnt from %s turns %d-%d: %s", *span, exc)
+        except Exception:
+            self.extraction_failures += 1
+            logger.exception("no facts learnt from %s turns %d-%d", *span)
 
     def _invoke(self, inputs: dict[str, str]) -> str:
         delay = self.settings.backoff_seconds

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +17,11 @@ from sqlalchemy import Engine
 
 from memory_chain.chain import build_chat_chain
 from memory_chain.chat.core import ChatCore
+from memory_chain.chat.models import ModelInfo
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
 from memory_chain.errors import MemoryChainError
+from memory_chain.extraction import FactExtractor
 from memory_chain.llm import ChatModels, open_chat_models
 from memory_chain.manager import MemoryManager
 from memory_chain.retention import Retention
@@ -217,6 +220,25 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     )
 
 
+def summary_model_info(models: ChatModels) -> Callable[[], ModelInfo | None]:
+    """The summary model's window and counter, asked of the LLM server when first needed.
+
+    ``None`` while it cannot be asked (the extractor then assumes a small window).
+    """
+    name = getattr(models.summary, "model", None)
+
+    def resolve() -> ModelInfo | None:
+        if not isinstance(name, str):
+            return None
+        try:
+            return models.resolve(name)
+        except MemoryChainError as exc:
+            logger.info("the summary model %r cannot be resolved now: %s", name, exc)
+            return None
+
+    return resolve
+
+
 def open_services(
     settings: MemorySettings, *, background: bool = False, llm: bool = False
 ) -> Services:
@@ -268,6 +290,11 @@ def open_services(
     )
     if llm:
         models = open_chat_models(settings)
+        extractor = (
+            FactExtractor(models.summary, facts, model=summary_model_info(models))
+            if settings.consolidation_learn_facts
+            else None
+        )
         consolidation = ConsolidationService(
             store,
             buffer,
@@ -279,6 +306,7 @@ def open_services(
                 keep_last=settings.memory_tier1_keep_after_consolidation,
                 idle_seconds=settings.consolidation_idle_seconds,
             ),
+            extractor=extractor,
         )
         manager.listeners.append(consolidation)
         retention = Retention(

@@ -96,6 +96,11 @@ def server_env(data_dir: Path, llm_url: str, **extra: object) -> dict[str, str]:
         "MEMORY_CHAIN_LLM_TEMPERATURE": "0",
         "MEMORY_CHAIN_LLM_FALLBACK": "off",
         "MEMORY_CHAIN_LOG_LEVEL": "INFO",
+        # Fact extraction is one more real-model call per consolidated range (tens of
+        # seconds on 2 cores) that lands after the summary a test waits for; servers here
+        # test the routes. It runs with the real model in tests/test_e2e_real_llm.py and
+        # tests/facts/test_extract.py; a test that wants it passes consolidation_learn_facts.
+        "MEMORY_CHAIN_CONSOLIDATION_LEARN_FACTS": "false",
         "HF_HUB_OFFLINE": "1",
     }
     for key, value in extra.items():

@@ -83,7 +83,15 @@ JSON_POSTS = (
 def server(tmp_path_factory: pytest.TempPathFactory, local_llm_url: str) -> Iterator[RunningServer]:
     data_dir = tmp_path_factory.mktemp("fuzz") / "data"
     keys = {OWNER_KEY: "owner", FUZZER_KEY: "fuzzer"}
-    env = server_env(data_dir, local_llm_url, api_keys=keys, max_request_bytes=MAX_REQUEST_BYTES)
+    # Facts learnt at consolidation would change the seeded user's facts after the snapshot:
+    # this tests the API's robustness, not extraction (tests/facts/test_extract.py).
+    env = server_env(
+        data_dir,
+        local_llm_url,
+        api_keys=keys,
+        max_request_bytes=MAX_REQUEST_BYTES,
+        consolidation_learn_facts=False,
+    )
     running = RunningServer(data_dir, env).start()
     yield running
     running.stop()

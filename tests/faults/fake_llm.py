@@ -2,7 +2,9 @@
 
 It speaks the part of Ollama's API that memory_chain uses (``GET /api/version`` at start-up,
 ``POST /api/chat``) and tells the chat requests from the summarization chain's (by the
-chain's system message), so a test can slow down or break one and not the other. Replies
+chain's system message), so a test can slow down or break one and not the other; the fact
+extractor's calls are told apart too, answered with no facts unless a test sets
+``extraction_reply``, and counted neither as chats nor as summaries. Replies
 are deterministic (``"Noted: <the user's last message>"``), so a regenerated reply equals the
 stored one. It runs in the test process; memory_chain servers reach it on 127.0.0.1.
 
@@ -23,11 +25,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
+from memory_chain.extraction import EXTRACTION_SYSTEM
 from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.summarize import SUMMARY_SYSTEM
 
 #: How a summarization request starts (the system message up to its first placeholder).
 SUMMARY_PREFIX = SUMMARY_SYSTEM.split("{", 1)[0]
+#: How a fact-extraction request starts.
+EXTRACTION_PREFIX = EXTRACTION_SYSTEM[:80]
 #: Where the chat prompt lists what memory found (see memory_chain.chat.budget).
 MEMORIES_HEADING = "Relevant memories (most relevant first):"
 #: Open WebUI's background tasks: how to tell them apart, and the JSON each expects.
@@ -83,6 +88,8 @@ class FakeOllama:
             (and a Modelfile ``num_ctx`` when the value is a pair ``(length, num_ctx)``);
             a chat naming another model gets Ollama's 404.
         requests: Every chat request's body (model, options, messages), in order.
+        extractions: Every fact-extraction request's body, in order.
+        extraction_reply: What extraction requests are answered (JSON text).
     """
 
     def __init__(self, port: int = 0) -> None:
@@ -101,6 +108,8 @@ class FakeOllama:
         self.tasks: list[str] = []
         self.models: dict[str, int | tuple[int, int]] = {MODEL_NAME: 32_768}
         self.requests: list[dict[str, Any]] = []
+        self.extractions: list[dict[str, Any]] = []
+        self.extraction_reply = '{"facts": []}'
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -220,6 +229,13 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         messages = body.get("messages") or []
+        if messages and str(messages[0].get("content", "")).startswith(EXTRACTION_PREFIX):
+            with self.fake.lock:
+                self.fake.extractions.append(body)
+            lines = [_line(self.fake.extraction_reply, done=False), _line("", done=True)]
+            data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+            self._write(HTTPStatus.OK, data, "application/x-ndjson")
+            return
         summary = bool(messages) and str(messages[0].get("content", "")).startswith(SUMMARY_PREFIX)
         fake = self.fake
         with fake.lock:

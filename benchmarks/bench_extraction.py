@@ -1,0 +1,209 @@
+"""Fact extraction against LoCoMo's gold observations: precision, recall, seconds per range.
+
+Run from the repository root (the data stays where it is)::
+
+    python benchmarks/bench_extraction.py --quick
+    python benchmarks/bench_extraction.py --sessions 3 --json /tmp/extraction.json
+
+Each conversation of a LoCoMo-format file is replayed as speaker A (the user) talking with
+speaker B (the assistant), its first ``--sessions`` sessions cut into ranges of
+``--range-turns`` turns, as consolidation sends them; the :class:`FactExtractor` reads each
+range (facts filed as the server files them, so later ranges see earlier facts as known
+ones) with the embedded model behind Ollama's API, or the Ollama at ``--llm-url``.
+Gold: the file's ``observation`` facts about speaker A in those sessions.
+
+Match rule: a gold observation is recalled when some fact extracted from its session has a
+cosine of at least *t* with it (all-MiniLM-L6-v2); an extracted fact is correct when it has
+*t* with some gold observation of its session. Extracted facts are in the first person: "I",
+"my", "me" are rendered as the speaker's name first. *t* is chosen on the first
+conversation (best F1 over 0.40-0.80) and precision and recall are reported on the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+from harness import Run, configure, fmt, parser, summarize
+
+from memory_chain.catalog import OllamaCatalog
+from memory_chain.extraction import FactExtractor
+from memory_chain.llm import embedded_counters
+from memory_chain.schemas import Turn
+from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.facts import FactStore
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+
+DATA = Path("../shared/data/locomo/locomo-dev.json")
+THRESHOLDS = [round(0.40 + 0.05 * i, 2) for i in range(9)]
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path = DATA
+    conversations: int = 5
+    sessions: int = 3
+    range_turns: int = 10
+    llm_url: str | None = None
+    model: str | None = None
+    quick: bool = False
+
+
+QUICK = {"conversations": 2, "sessions": 1}
+
+
+def first_person_as(name: str, text: str) -> str:
+    """A first-person fact about ``name`` in the third person, roughly ("I'm" → "Ana is")."""
+    text = re.sub(r"\bI(?:'m| am)\b", f"{name} is", text)
+    text = re.sub(r"\bI've\b", f"{name} has", text)
+    text = re.sub(r"\bmy\b|\bMy\b", f"{name}'s", text)
+    return re.sub(r"\bI\b|\bme\b|\bmyself\b", name, text)
+
+
+def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn], list[str]]]:
+    """The first ``count`` sessions: their number, turns (speaker A as the user), gold facts."""
+    conversation = sample["conversation"]
+    speaker = conversation["speaker_a"]
+    found = []
+    for number in range(1, count + 1):
+        raw = conversation.get(f"session_{number}") or []
+        turns = []
+        for index, item in enumerate(raw, 1):
+            text = item["text"]
+            if item.get("blip_caption"):
+                text += f" [shares a photo: {item['blip_caption']}]"
+            role = "user" if item["speaker"] == speaker else "assistant"
+            when = datetime(2026, 1, 1, tzinfo=UTC)
+            turns.append(Turn(f"session-{number}", index, role, text, when))
+        observed = sample["observation"].get(f"session_{number}_observation", {})
+        gold = [fact for fact, *_ in observed.get(speaker, [])]
+        if turns:
+            found.append((number, turns, gold))
+    return found
+
+
+def scores(gold: np.ndarray, found: np.ndarray, t: float) -> tuple[int, int, int, int]:
+    """(gold recalled, gold, found correct, found) at threshold ``t``."""
+    if not len(gold) or not len(found):
+        return 0, len(gold), 0, len(found)
+    cosine = gold @ found.T
+    return (
+        int((cosine.max(axis=1) >= t).sum()),
+        len(gold),
+        int((cosine.max(axis=0) >= t).sum()),
+        len(found),
+    )
+
+
+def prf(counts: list[tuple[int, int, int, int]]) -> tuple[float, float, float]:
+    recalled, gold, correct, found = (sum(c[i] for c in counts) for i in range(4))
+    precision = correct / found if found else 0.0
+    recall = recalled / gold if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def main() -> None:
+    found = parser(__doc__, quick="two conversations, one session each")
+    found.add_argument("--data", type=Path, help=f"a LoCoMo-format file (default {DATA})")
+    found.add_argument("--conversations", type=int, help="conversations replayed (5)")
+    found.add_argument("--sessions", type=int, help="sessions of each (3)")
+    found.add_argument("--range-turns", type=int, help="turns per range (10)")
+    found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
+    found.add_argument("--model", help="the model there (default: the embedded model's)")
+    args = found.parse_args()
+    settings = configure(Settings(), args, QUICK)
+    run = Run("extraction", packages=("llama-cpp-python", "langchain-ollama"))
+    print(run.header())
+    samples = json.loads(settings.data.read_text(encoding="utf-8"))[: settings.conversations]
+    embeddings = SentenceEmbeddings()
+    server = None
+    url = settings.llm_url
+    if url is None:
+        from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
+
+        server = OllamaAPIServer(ensure_local_model(default_models_dir()), n_threads=2)
+        url = server.start()
+    from langchain_ollama import ChatOllama
+
+    from memory_chain.local_llm.model import MODEL_NAME
+
+    name = settings.model or MODEL_NAME
+    catalog = OllamaCatalog(url, default_model=name, local_counters=embedded_counters())
+    llm = ChatOllama(base_url=url, model=name, temperature=0)
+    seconds: list[float] = []
+    per_sample: list[tuple[str, list[tuple[np.ndarray, np.ndarray]]]] = []
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            engine = create_sql_engine(f"sqlite:///{folder}/bench.db")
+            upgrade(engine)
+            facts = FactStore(SQLStore(engine).database, embed=embeddings.embed_documents)
+            extractor = FactExtractor(llm, facts, model=lambda: catalog.resolve(None))
+            for sample in samples:
+                speaker = sample["conversation"]["speaker_a"]
+                pairs = []
+                for number, turns, gold in sessions_of(sample, settings.sessions):
+                    texts: list[str] = []
+                    for start in range(0, len(turns), settings.range_turns):
+                        part = turns[start : start + settings.range_turns]
+                        began = time.perf_counter()
+                        try:
+                            found = extractor.extract(sample["sample_id"], part)
+                        except Exception as exc:  # a failed range counts as no facts
+                            run.progress(f"{sample['sample_id']} session {number}: {exc}")
+                            found = []
+                        seconds.append(time.perf_counter() - began)
+                        extractor.file(sample["sample_id"], f"s{number}", found)
+                        texts += [first_person_as(speaker, f.text) for f in found]
+                    run.progress(
+                        f"{sample['sample_id']} session {number}: {len(texts)} facts, "
+                        f"{len(gold)} gold"
+                    )
+                    vectors = [np.asarray(embeddings.embed_documents(t)) for t in (gold, texts)]
+                    pairs.append(
+                        (vectors[0].reshape(len(gold), -1), vectors[1].reshape(len(texts), -1))
+                    )
+                per_sample.append((sample["sample_id"], pairs))
+            engine.dispose()
+    finally:
+        if server is not None:
+            server.stop()
+    tune_id, tune = per_sample[0]
+    best = max(THRESHOLDS, key=lambda t: prf([scores(g, f, t) for g, f in tune])[2])
+    tuned = prf([scores(g, f, best) for g, f in tune])[2]
+    lines = [f"\nthreshold chosen on {tune_id}: {best:.2f} (F1 there {tuned:.2f})"]
+    held: list[tuple[int, int, int, int]] = []
+    for sample_id, pairs in per_sample[1:]:
+        counts = [scores(g, f, best) for g, f in pairs]
+        held += counts
+        p, r, f1 = prf(counts)
+        found = sum(c[3] for c in counts)
+        lines.append(f"{sample_id}: precision {p:.2f}, recall {r:.2f}, F1 {f1:.2f} ({found} facts)")
+    p, r, f1 = prf(held)
+    timing = summarize([s * 1e9 for s in seconds], unit="ms")
+    lines.append(
+        f"held out ({len(per_sample) - 1} conversations): precision {p:.2f}, recall {r:.2f}, "
+        f"F1 {f1:.2f}"
+    )
+    lines.append(
+        f"seconds per range ({timing['n']} ranges of up to {settings.range_turns} turns): "
+        f"p50 {fmt(timing.get('p50', 0) / 1000)}, mean {fmt(timing.get('mean', 0) / 1000)}, "
+        f"max {fmt(timing.get('max', 0) / 1000)}"
+    )
+    results = {"threshold": best, "precision": p, "recall": r, "f1": f1, "range_ms": timing}
+    run.finish(lines, args.json, settings=settings, results=results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""The fact extractor: one call of the summary model per range (or part of one), filed.
+
+See :mod:`memory_chain.extraction` for the design.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_ollama import ChatOllama
+
+from memory_chain.chat.models import DEFAULT_WINDOW, ModelInfo
+from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.extraction.prompt import build_messages, extraction_schema, split_parts
+from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_extraction
+from memory_chain.facts.model import Fact, FactDraft
+from memory_chain.facts.reconcile import SAME_COSINE, normalized
+from memory_chain.messages import message_text
+from memory_chain.schemas import Turn
+from memory_chain.tiers.sql.facts import FactChange, FactStore
+from memory_chain.tokens import EstimatingCounter, TokenCount
+
+logger = logging.getLogger(__name__)
+
+#: Known facts shown to the model (F1 … F8), the most relevant to the range first.
+KNOWN_FACTS = 8
+#: Cosine from which the model's "replaces" is trusted. With all-MiniLM-L6-v2, updates score
+#: above it ("I live in Paris" / "I live in Berlin" 0.58, "I live in Lisbon" / "I moved to
+#: Porto last month" 0.60, "I love sushi" / "I love pizza" 0.49, "My wife is Anna" / "My wife
+#: is Ana" 0.78), facts about different things below (0.12-0.29 in 5 pairs measured).
+REPLACES_COSINE = 0.4
+#: Tokens the reply may take (about six facts of 200 characters with their fields).
+DEFAULT_REPLY_TOKENS = 640
+#: Tokens a chat template adds around each message.
+_MESSAGE_TOKENS = 8
+#: Fewest tokens of turns worth a call.
+_MIN_PART_TOKENS = 64
+
+
+class FactExtractor:
+    """Learns facts about users from consolidated ranges of turns (see the module docstring).
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> reply = '{"facts": [{"text": "I live in Porto.", "kind": "biography", '
+        >>> reply += '"subject": "home city", "turn": 1, "replaces": ""}]}'
+        >>> llm = GenericFakeChatModel(messages=iter([AIMessage(reply)]))
+        >>> extractor = FactExtractor(llm, facts)  # doctest: +SKIP
+        >>> [f.text for f in extractor.extract("ana", turns)]  # doctest: +SKIP
+        ['I live in Porto.']
+
+    Args:
+        llm: The summary model. A ``ChatOllama`` gets the schema as ``format`` and the
+            options below; another chat model gets the same prompt, unconstrained.
+        facts: The users' facts (their profile, and where new facts go).
+        model: The summary model's window and counter (``None``: a 4,096-token window and
+            a counter that counts high).
+        reply_tokens: Most tokens of a reply (``num_predict``).
+    """
+
+    def __init__(
+        self,
+        llm: BaseChatModel,
+        facts: FactStore,
+        *,
+        model: Callable[[], ModelInfo | None] | None = None,
+        reply_tokens: int = DEFAULT_REPLY_TOKENS,
+    ) -> None:
+        if reply_tokens < 64:
+            raise ValueError("reply_tokens must be at least 64: a fact takes about 60 tokens")
+        self.llm = llm
+        self.facts = facts
+        self.model = model or (lambda: None)
+        self.reply_tokens = reply_tokens
+
+    def learn(self, user_id: str, conversation_id: str, turns: Sequence[Turn]) -> list[FactChange]:
+        """Extract the facts of ``turns`` and file them (:meth:`extract`, then :meth:`file`)."""
+        return self.file(user_id, conversation_id, self.extract(user_id, turns))
+
+    def extract(self, user_id: str, turns: Sequence[Turn]) -> list[ExtractedFact]:
+        """The facts about ``user_id`` in ``turns`` (one model call per part of them).
+
+        Raises:
+            ExtractionError: The model could not be called, or a reply was not facts.
+        """
+        user_text = "\n".join(turn.content for turn in turns if turn.role == "user")
+        if not user_text.strip():
+            return []
+        info = self._model_info()
+        window = info.window if info else DEFAULT_WINDOW
+        counter: TokenCount = info.counter if info else EstimatingCounter()
+        known = self._known(user_id, user_text)
+        labels = [f"F{number}" for number in range(1, len(known) + 1)]
+        fixed = sum(counter.count(message_text(m)) for m in build_messages(known, []))
+        room = window - self.reply_tokens - fixed - 4 * _MESSAGE_TOKENS
+        if room < _MIN_PART_TOKENS:
+            raise ExtractionError(
+                f"the model's window of {window} tokens leaves no room for the turns: give "
+                "the summary model a larger window (llm_context_windows)"
+            )
+        schema = extraction_schema(labels)
+        found: list[ExtractedFact] = []
+        seen: set[str] = set()
+        for part in split_parts(turns, room, counter):
+            reply = self._call(build_messages(known, part), schema, window)
+            shown = [turn for turn, _ in part]
+            for fact in parse_extraction(reply, shown, labels):
+                if normalized(fact.text) not in seen:
+                    seen.add(normalized(fact.text))
+                    found.append(fact)
+        return self._trusted(found, dict(zip(labels, known, strict=True)))
+
+    def file(
+        self, user_id: str, conversation_id: str, found: Sequence[ExtractedFact]
+    ) -> list[FactChange]:
+        """Add the facts, origin ``"extracted"``, each pointing to its turn.
+
+        A fact whose trusted ``replaces`` is no longer current (superseded meanwhile) is
+        reconciled by the store's rule instead.
+        """
+        changes: list[FactChange] = []
+        for fact in found:
+            draft = FactDraft(
+                fact.text,
+                kind=fact.kind,
+                origin="extracted",
+                subject=fact.subject,
+                conversation_id=conversation_id,
+                turns=(fact.turn, fact.turn),
+            )
+            replaces = fact.replaces.id if fact.replaces is not None else None
+            try:
+                changes.append(self.facts.add(user_id, draft, replaces=replaces))
+            except InvalidInputError as exc:
+                if replaces is None:
+                    logger.warning("extracted fact %r not filed: %s", fact.text, exc)
+                    continue
+                changes.append(self.facts.add(user_id, draft))
+        if changes:
+            actions = [change.action for change in changes]
+            logger.info(
+                "facts of %s: %d added, %d superseding, %d known already",
+                conversation_id,
+                actions.count("added"),
+                actions.count("superseded"),
+                actions.count("same"),
+            )
+        return changes
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _model_info(self) -> ModelInfo | None:
+        try:
+            return self.model()
+        except MemoryChainError as exc:
+            logger.info("the summary model's window is unknown (%s): assuming %d", exc, 4096)
+            return None
+
+    def _known(self, user_id: str, user_text: str) -> list[Fact]:
+        """The user's current facts most relevant to what they said in the range."""
+        vector = self._embed([user_text[:4_000]])
+        query = vector[0] if vector is not None else None
+        return [ranked.fact for ranked in self.facts.profile(user_id, query, limit=KNOWN_FACTS)]
+
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        """Unit vectors of ``texts`` (rows), or ``None`` without an embedding model."""
+        if self.facts.embed is None or not texts:
+            return None
+        try:
+            matrix = np.asarray(self.facts.embed(texts), dtype=np.float32)
+        except MemoryChainError as exc:
+            logger.info("facts not embedded for extraction: %s", exc)
+            return None
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms == 0, 1, norms)
+
+    def _call(self, messages: list[BaseMessage], schema: dict[str, Any], window: int) -> str:
+        kwargs: dict[str, Any] = {}
+        if isinstance(self.llm, ChatOllama):
+            options = {"temperature": 0, "num_ctx": window, "num_predict": self.reply_tokens}
+            kwargs = {"format": schema, "options": options}
+        try:
+            reply = self.llm.invoke(messages, **kwargs)
+        except Exception as exc:  # any model or transport failure
+            raise ExtractionError(
+                f"the summary model did not answer ({type(exc).__name__}: {exc})"
+            ) from exc
+        return message_text(reply)
+
+    def _trusted(
+        self, found: list[ExtractedFact], by_label: dict[str, Fact]
+    ) -> list[ExtractedFact]:
+        """``found``, with ``replaces`` set where the model's label is trusted."""
+        claims = [
+            (i, by_label[f.label])
+            for i, f in enumerate(found)
+            if f.label is not None and f.label in by_label
+        ]
+        if not claims:
+            return found
+        vectors = self._embed([found[i].text for i, _ in claims] + [f.text for _, f in claims])
+        if vectors is None:
+            return found  # no similarity to check the claim with: the store's rule decides
+        taken: set[str] = set()
+        for position, (index, old) in enumerate(claims):
+            cosine = float(vectors[position] @ vectors[len(claims) + position])
+            # Below the threshold the facts are about different things; at SAME_COSINE the
+            # new one says the same as the old, and the store keeps the old as it is.
+            if REPLACES_COSINE <= cosine < SAME_COSINE and old.id not in taken:
+                taken.add(old.id)
+                found[index] = replace(found[index], replaces=old)
+            else:
+                logger.debug(
+                    "not trusted: %r replaces %r (%.2f)", found[index].text, old.text, cosine
+                )
+        return found

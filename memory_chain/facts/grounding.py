@@ -1,0 +1,212 @@
+"""Whether a fact a model proposes is grounded in what the user said: the checks, by words.
+
+A small model asked for facts about the user also returns the assistant's suggestions, the
+user's questions, details of the prompt's worked example, and things nobody said. These
+checks keep only facts the user's own words support:
+
+* **not a question**, and not a report of one ("The user asked about bakeries");
+* **every name and number in the fact appears in the user's words** (names: capitalized
+  words after the first, possessives aside; numbers: digits, with "seven" and "7" alike);
+* **most of the fact's content words** match words of the user's, by their stems ("moved" /
+  "move", "painting" / "paint"): more than half of them. Measured with the embedded model,
+  one matching word let through blends of the user's and the assistant's words ("A small
+  one at home sounds lovely", from "a small one at home" and the reply "... sounds
+  lovely"). A fact of numbers only needs one.
+
+A fact's subject ("home city", "wife's name") decides which older fact it supersedes, so a
+vague one ("user", "info", "preference") would retire unrelated facts: it is dropped.
+
+Example:
+    >>> said = Evidence.of(["My daughter Mia turns seven in May."])
+    >>> grounded("My daughter Mia turns 7 in May.", said)
+    True
+    >>> grounded("My son Leo turns 7 in May.", said)
+    False
+    >>> clean_subject("The user's home city"), clean_subject("info")
+    ('home city', None)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def _listed(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*|\d+(?:[.,:/]\d+)*", re.UNICODE)
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+_QUESTION_START = _listed(
+    "who whom whose what when where why how which do does did is are was were am "
+    "could would should shall"
+)
+_REPORTED_QUESTION = re.compile(
+    r"\b(?:asked|asks|asking|wonders|wondered|wondering|wants to know|inquired|inquires)\b",
+    re.IGNORECASE,
+)
+_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
+# "one" is left out: it is more often a pronoun than a number.
+_NUMBER_WORDS = {word: str(value) for value, word in enumerate(_UNITS.split()) if value >= 2} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "hundred": "100",
+}
+# Function words, pronouns, the chat's roles and verbs too common to show that a fact comes
+# from what was said ("I like music" is not supported by "I like hiking").
+STOPWORDS = _listed(
+    """
+    a an the and or but nor so yet if then than that this these those there here of to in on
+    at by for from with about into onto over under after before since until while as per via
+    up down out off again also too very just only even still ever never not no yes all any
+    both each every few more most other some such own same much many lot lots
+    i me my mine myself we us our ours you your yours he him his she her hers it its they them
+    their theirs who whom whose what which when where why how
+    am is are was were be been being do does did done doing have has had having will would
+    shall should can could may might must get gets got getting go goes went going gone make
+    makes made like likes liked love loves loved want wants wanted need needs needed really
+    thing things something anything stuff way kind sort well now today user users assistant
+    i'm i've i'd i'll you're you've it's that's there's let's don't doesn't didn't can't
+    won't isn't aren't wasn't weren't haven't hasn't let one
+    """
+)
+#: Subjects that name no particular thing, so cannot tell which older fact a new one updates.
+VAGUE_SUBJECTS = _listed(
+    """
+    user me i myself self person people you fact facts info information detail details
+    personal general misc miscellaneous other others unknown none n/a na life chat
+    conversation topic topics something thing things stuff note notes preference
+    preferences biography relationship relationships plan plans
+    """
+)
+_SUBJECT_PREFIX = re.compile(
+    r"^(?:(?:the\s+)?user['\u2019]?s?\s+|my\s+|the\s+|your\s+|their\s+|his\s+|her\s+)+"
+)
+#: The longest subject kept, in words: a longer one is a sentence, not a subject.
+MAX_SUBJECT_WORDS = 5
+
+
+def words_of(text: str) -> list[str]:
+    """The words and numbers of ``text``, in order, as written."""
+    return _WORD.findall(text)
+
+
+def _bare(word: str) -> str:
+    return _POSSESSIVE.sub("", word.casefold().replace("\u2019", "'"))
+
+
+def _number(word: str) -> str | None:
+    if word[0].isdigit():
+        return re.sub(r"(?<=\d)[,](?=\d{3}\b)", "", word)
+    return _NUMBER_WORDS.get(word.casefold())
+
+
+def same_stem(a: str, b: str) -> bool:
+    """Whether two lower-case words share a stem.
+
+    They do when they start with the same five letters, or the shorter one's whole start
+    ("move" / "moved", "paint" / "painting", "run" / "running").
+    """
+    shorter = min(len(a), len(b))
+    if shorter < 3:
+        return a == b
+    need = min(5, shorter)
+    return a[:need] == b[:need]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the user said, as sets of words (made with :meth:`of`).
+
+    Attributes:
+        words: Every word, lower case, possessives stripped.
+        numbers: Every number, digits only (number words converted).
+        content: The content words (no :data:`STOPWORDS`, three letters or more).
+    """
+
+    words: frozenset[str]
+    numbers: frozenset[str]
+    content: tuple[str, ...]
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> Evidence:
+        """The evidence of the user's turns."""
+        words: set[str] = set()
+        numbers: set[str] = set()
+        for text in texts:
+            for word in words_of(text):
+                number = _number(word)
+                if number is not None:
+                    numbers.add(number)
+                if not word[0].isdigit():
+                    words.add(_bare(word))
+        content = tuple(sorted(w for w in words if len(w) >= 3 and w not in STOPWORDS))
+        return cls(frozenset(words), frozenset(numbers), content)
+
+    def supports(self, word: str) -> bool:
+        """Whether a content word of a fact matches one of the user's by its stem."""
+        return word in self.words or any(same_stem(word, said) for said in self.content)
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks something, or reports that someone asked."""
+    stripped = text.strip()
+    if stripped.endswith("?"):
+        return True
+    first = words_of(stripped[:40])
+    if first and first[0].casefold() in _QUESTION_START:
+        return True
+    return _REPORTED_QUESTION.search(stripped) is not None
+
+
+def grounded(text: str, said: Evidence) -> bool:
+    """Whether the user's words support ``text`` (see the module docstring)."""
+    numbers = 0
+    content = 0
+    supported = 0
+    for position, word in enumerate(words_of(text)):
+        number = _number(word)
+        if number is not None:
+            if number not in said.numbers:
+                return False
+            numbers += 1
+            continue
+        bare = _bare(word)
+        if bare in STOPWORDS or len(bare) < 2:
+            continue
+        if word[0].isupper() and position > 0:
+            if bare not in said.words:  # a name is said as it is, or not at all
+                return False
+            content += 1
+            supported += 1
+            continue
+        if len(bare) < 3:
+            continue
+        content += 1
+        if said.supports(bare):
+            supported += 1
+        elif position == 0 and word[0].isupper():
+            return False  # a name at the start ("Farid plays the cello") must be said too
+    if not content:
+        return numbers > 0
+    return 2 * supported > content
+
+
+def clean_subject(subject: object) -> str | None:
+    """A fact's subject, lower case, without "the user's"/"my"; ``None`` when vague."""
+    if not isinstance(subject, str):
+        return None
+    cleaned = " ".join(subject.casefold().replace("_", " ").split()).strip(" .,:;!?\"'")
+    cleaned = _SUBJECT_PREFIX.sub("", cleaned).strip()
+    if not cleaned or cleaned in VAGUE_SUBJECTS:
+        return None
+    if len(cleaned.split()) > MAX_SUBJECT_WORDS or not any(c.isalpha() for c in cleaned):
+        return None
+    return cleaned

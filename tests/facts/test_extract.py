@@ -1,0 +1,441 @@
+"""Facts learnt at consolidation: the reply's schema and parsing, the prompt's budget, the
+trust given to the model's "replaces", the consolidation that files them, and the embedded
+model extracting a clearly stated fact.
+
+Fake chat models answer with scripted JSON, except in the last test (the real embedded model
+behind Ollama's API).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
+from langchain_ollama import ChatOllama
+from pydantic import Field
+
+from memory_chain.chat.models import ModelInfo
+from memory_chain.consolidation import ConsolidationService
+from memory_chain.extraction import (
+    EXTRACTION_SYSTEM,
+    MAX_FACTS,
+    ExtractionError,
+    FactExtractor,
+    extraction_schema,
+    parse_extraction,
+)
+from memory_chain.facts.grounding import Evidence, clean_subject, grounded, is_question
+from memory_chain.facts.model import KINDS, FactDraft
+from memory_chain.messages import message_text
+from memory_chain.schemas import CUT, NewTurn, Turn
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.facts import FactStore
+from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
+from memory_chain.tokens import EstimatingCounter
+
+NO_FACTS = '{"facts": []}'
+
+
+class Scripted(BaseChatModel):
+    """Answers with the scripted replies in order (an exception is raised); keeps prompts."""
+
+    replies: list[Any] = Field(default_factory=list)
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.prompts.append(messages)
+        reply = self.replies.pop(0) if self.replies else NO_FACTS
+        if isinstance(reply, Exception):
+            raise reply
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+
+
+class RecordingOllama(ChatOllama):
+    """A ``ChatOllama`` that answers no facts without a server; keeps each call's arguments."""
+
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls.append(kwargs)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(NO_FACTS))])
+
+
+def fact(
+    text: str, turn: object = 1, *, subject: str = "x", kind: str = "other", replaces: str = ""
+) -> dict[str, Any]:
+    return {"text": text, "kind": kind, "subject": subject, "turn": turn, "replaces": replaces}
+
+
+def reply(*facts: dict[str, Any]) -> str:
+    return json.dumps({"facts": list(facts)})
+
+
+def turns(*texts: str, first: int = 1) -> list[Turn]:
+    """Turns alternating user, assistant, numbered from ``first``."""
+    at = datetime(2026, 5, 1, tzinfo=UTC)
+    return [
+        Turn(
+            conversation_id="chat",
+            turn_number=first + i,
+            role="user" if i % 2 == 0 else "assistant",
+            content=text,
+            timestamp=at,
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+@pytest.fixture
+def facts(sqlite_store: SQLStore, embeddings: SentenceEmbeddings) -> FactStore:
+    return FactStore(sqlite_store.database, embed=embeddings.embed_documents)
+
+
+# -- the schema ---------------------------------------------------------------------------------
+
+
+def test_the_schema_bounds_every_field() -> None:
+    schema = extraction_schema(["F1", "F2"])
+    items = schema["properties"]["facts"]
+    assert items["maxItems"] == MAX_FACTS == 6
+    item = items["items"]
+    assert item["properties"]["kind"]["enum"] == list(KINDS)
+    assert item["properties"]["replaces"]["enum"] == ["", "F1", "F2"]
+    assert item["properties"]["text"]["maxLength"] == 200
+    assert item["properties"]["turn"]["type"] == "integer"
+    assert set(item["required"]) == {"text", "kind", "subject", "turn", "replaces"}
+    assert extraction_schema()["properties"]["facts"]["items"]["properties"]["replaces"] == {
+        "type": "string",
+        "enum": [""],
+    }
+
+
+def test_llama_cpp_makes_a_grammar_of_the_schema() -> None:
+    pytest.importorskip("llama_cpp")
+    from memory_chain.local_llm.engine import _grammar
+
+    assert _grammar(extraction_schema([f"F{i}" for i in range(1, 9)])) is not None
+
+
+# -- parsing --------------------------------------------------------------------------------------
+
+CHAT = turns(
+    "We moved to Porto last month, my daughter Mia turns seven in May.",
+    "Congratulations! Porto is lovely. Try the bakery Manteigaria.",
+    "Thanks. I work as a pharmacist. Do you know a good school?",
+    "The Oporto British School is well rated.",
+)
+
+
+def test_a_reply_cut_short_keeps_its_complete_facts() -> None:
+    whole = reply(
+        fact("I moved to Porto last month.", 1),
+        fact("My daughter Mia turns 7 in May.", 1),
+        fact("I work as a pharmacist.", 3),
+    )
+    cut = whole[: whole.index("I work") + 5]
+    found = parse_extraction(cut, CHAT)
+    assert [f.text for f in found] == [
+        "I moved to Porto last month.",
+        "My daughter Mia turns 7 in May.",
+    ]
+    with pytest.raises(ExtractionError, match="cut before its first fact"):
+        parse_extraction(whole[:30], CHAT)
+    with pytest.raises(ExtractionError, match="not JSON"):
+        parse_extraction("The user moved to Porto.", CHAT)
+    assert parse_extraction(NO_FACTS, CHAT) == []
+    # A model without the grammar may fence its JSON.
+    assert len(parse_extraction(f"```json\n{whole}\n```", CHAT)) == 3
+
+
+def test_questions_and_reported_questions_are_dropped() -> None:
+    found = parse_extraction(
+        reply(
+            fact("Do you know a good school?", 3),
+            fact("Where can I find a school", 3),
+            fact("The user asked about a good school.", 3),
+            fact("I work as a pharmacist.", 3),
+        ),
+        CHAT,
+    )
+    assert [f.text for f in found] == ["I work as a pharmacist."]
+    assert is_question("Is Mia seven?")
+    assert not is_question("Mia is seven.")
+
+
+def test_facts_not_grounded_in_the_users_words_are_dropped() -> None:
+    found = parse_extraction(
+        reply(
+            fact("I moved to York last month.", 1),  # the prompt's example, not this chat
+            fact("My neighbour Farid plays the cello.", 3),
+            fact("Farid is my neighbour.", 3),  # a name at the start counts too
+            fact("My daughter Mia turns 8 in May.", 1),  # a number nobody said
+            fact("I like the bakery Manteigaria.", 1),  # the assistant's words
+            fact("I enjoy classical music.", 1),  # nothing the user said
+            fact("The bakery in Porto is lovely, I should try it.", 1),  # mostly the reply's
+            fact("My daughter Mia turns 7 in May.", 1),  # "seven" is 7
+            fact("I am working as a pharmacist.", 3),  # "work" / "working"
+        ),
+        CHAT,
+    )
+    assert [f.text for f in found] == [
+        "My daughter Mia turns 7 in May.",
+        "I am working as a pharmacist.",
+    ]
+    said = Evidence.of(["My wife Ana's birthday is on 3 March."])
+    assert grounded("Ana's birthday is 3 March.", said)
+    assert not grounded("My birthday is 3 March 2024.", said)
+
+
+def test_duplicates_vague_subjects_unknown_kinds_and_labels() -> None:
+    found = parse_extraction(
+        reply(
+            fact("I work as a pharmacist.", 3, subject="user", kind="job"),
+            fact("i work as a pharmacist", 3),
+            fact(
+                "I moved to Porto last month.",
+                1,
+                subject="The user's Home City",
+                kind="biography",
+                replaces="F9",
+            ),
+            fact("My daughter Mia turns 7 in May.", 1, subject="daughter", replaces="F1"),
+        ),
+        CHAT,
+        labels=["F1"],
+    )
+    assert [(f.subject, f.kind, f.label) for f in found] == [
+        (None, "other", None),
+        ("home city", "biography", None),
+        ("daughter", "other", "F1"),
+    ]
+    assert clean_subject("my wife's name") == "wife's name"
+    assert clean_subject("Preference") is None
+    assert clean_subject("the place where the user grew up as a child") is None
+
+
+def test_turns_map_to_the_nearest_user_turn() -> None:
+    late = turns(*[t.content for t in CHAT], first=41)
+    found = parse_extraction(
+        reply(
+            fact("I moved to Porto last month.", 2),  # an assistant line: the user's before it
+            fact("I work as a pharmacist.", 4),
+            fact("My daughter Mia turns 7 in May.", 99),  # no such line: the words decide
+            fact("Mia is my daughter.", "one"),
+        ),
+        late,
+    )
+    assert [f.turn for f in found] == [41, 43, 41, 41]
+
+
+# -- the prompt -----------------------------------------------------------------------------------
+
+
+def test_a_long_range_is_read_in_parts_within_the_window(facts: FactStore) -> None:
+    long_turn = "My locker code is 4471. " + "The corridor smells of fresh paint today. " * 400
+    chat = turns(
+        *[
+            text
+            for i in range(20)
+            for text in (
+                f"Message {i}: my colleague number {i} brings lemon cake on Fridays to the office.",
+                f"Reply {i}: " + "that sounds like a lovely habit to keep up " * 6,
+            )
+        ],
+        long_turn,
+    )
+    llm = Scripted()
+    counter = EstimatingCounter()
+    extractor = FactExtractor(
+        llm, facts, model=lambda: ModelInfo("tiny", 2_048, counter), reply_tokens=256
+    )
+    assert extractor.extract("ana", chat) == []
+    assert len(llm.prompts) >= 3
+    shown: list[str] = []
+    for prompt in llm.prompts:
+        assert message_text(prompt[0]) == EXTRACTION_SYSTEM
+        tokens = sum(counter.count(message_text(m)) for m in prompt) + 8 * len(prompt)
+        assert tokens <= 2_048 - 256
+        body = message_text(prompt[-1])
+        assert body.startswith("Known facts:\n(none)\n\nChat:\n[1] ")
+        shown += [line for line in body.splitlines() if "] User: " in line]
+    # Every user turn is in one part; the long one as its start, marked as cut.
+    assert len(shown) == 21
+    assert shown[-1].split("] User: ")[1].startswith("My locker code is 4471.")
+    assert shown[-1].endswith(CUT)
+
+
+def test_the_known_facts_are_labelled_and_chat_ollama_gets_the_schema(facts: FactStore) -> None:
+    facts.add("ana", FactDraft("I live in Lisbon.", subject="home city"))
+    facts.add("ana", FactDraft("I love sushi.", kind="preference"))
+    llm = RecordingOllama(model="qwen", base_url="http://127.0.0.1:9")
+    counter = EstimatingCounter()
+    extractor = FactExtractor(llm, facts, model=lambda: ModelInfo("qwen", 2_048, counter))
+    extractor.extract("ana", turns("Where should I eat sushi tonight?", "Try Sushi Cafe."))
+    (call,) = llm.calls
+    assert call["format"] == extraction_schema(["F1", "F2"])
+    assert call["options"] == {"temperature": 0, "num_ctx": 2_048, "num_predict": 640}
+
+
+# -- reconciliation -------------------------------------------------------------------------------
+
+
+def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
+    paris = facts.add("ana", FactDraft("I live in Paris.")).fact
+    sushi = facts.add("ana", FactDraft("I love sushi.", kind="preference")).fact
+    chat = turns("I live in Berlin now. My dog is called Rex.", "Nice!")
+    llm = Scripted(replies=[NO_FACTS, NO_FACTS])
+    extractor = FactExtractor(llm, facts)
+    extractor.extract("ana", chat)  # which label is which: the most relevant first
+    listed = message_text(llm.prompts[0][-1]).split("\n\nChat:")[0].splitlines()[1:]
+    label = {text.split(". ", 1)[1]: text.split(".", 1)[0] for text in listed}
+    llm.replies = [
+        reply(
+            fact("I live in Berlin now.", 1, subject="city", replaces=label[paris.text]),
+            fact("My dog is called Rex.", 1, subject="dog", replaces=label[sushi.text]),
+        )
+    ]
+    found = extractor.extract("ana", chat)
+    assert [(f.text, f.replaces.id if f.replaces else None) for f in found] == [
+        ("I live in Berlin now.", paris.id),
+        ("My dog is called Rex.", None),  # about something else: the store's rule decides
+    ]
+    changes = extractor.file("ana", "moving", found)
+    assert [c.action for c in changes] == ["superseded", "added"]
+    assert {f.text for f in facts.of_user("ana")} == {
+        "I love sushi.",
+        "I live in Berlin now.",
+        "My dog is called Rex.",
+    }
+    # Paris is superseded now: the same claim again is left to the store's rule (known).
+    again = extractor.file("ana", "moving", [found[0]])
+    assert [c.action for c in again] == ["same"]
+
+
+# -- consolidation ---------------------------------------------------------------------------------
+
+
+def _consolidation(store: SQLStore, extractor: FactExtractor) -> ConsolidationService:
+    summarizer = RunnableLambda(lambda _inputs: "Ana talked about her family.")
+    return ConsolidationService(store, TurnBuffer(), summarizer, extractor=extractor)
+
+
+def _chat(store: SQLStore, conversation: str, texts: Sequence[str]) -> None:
+    roles = ("user", "assistant")
+    new = [NewTurn(roles[i % 2], text) for i, text in enumerate(texts)]  # type: ignore[arg-type]
+    store.append_turns(conversation, new, user_id="ana")
+
+
+@pytest.fixture
+def service_parts(sqlite_store: SQLStore, facts: FactStore) -> tuple[SQLStore, FactStore]:
+    return sqlite_store, facts
+
+
+def test_consolidation_files_extracted_facts_with_their_turns(
+    service_parts: tuple[SQLStore, FactStore],
+) -> None:
+    store, facts = service_parts
+    _chat(store, "family", [t.content for t in CHAT])
+    llm = Scripted(
+        replies=[
+            reply(
+                fact("My daughter Mia turns 7 in May.", 1, subject="daughter", kind="relationship"),
+                fact("I work as a pharmacist.", 3, subject="job", kind="biography"),
+            )
+        ]
+    )
+    service = _consolidation(store, FactExtractor(llm, facts))
+    try:
+        assert service.consolidate("family", "ana") is not None
+    finally:
+        service.stop()
+    learnt = {f.text: f for f in facts.of_user("ana")}
+    assert set(learnt) == {"My daughter Mia turns 7 in May.", "I work as a pharmacist."}
+    mia = learnt["My daughter Mia turns 7 in May."]
+    assert (mia.origin, mia.conversation_id, mia.turns, mia.subject, mia.kind) == (
+        "extracted",
+        "family",
+        (1, 1),
+        "daughter",
+        "relationship",
+    )
+    assert learnt["I work as a pharmacist."].turns == (3, 3)
+    assert service.extraction_failures == 0
+
+
+@pytest.mark.parametrize(
+    "failure", [ConnectionError("model down"), "The user has a daughter.", '{"facts": [{"te']
+)
+def test_a_failed_extraction_keeps_the_summary_and_is_counted(
+    service_parts: tuple[SQLStore, FactStore], failure: object
+) -> None:
+    store, facts = service_parts
+    _chat(store, "family", [t.content for t in CHAT])
+    service = _consolidation(store, FactExtractor(Scripted(replies=[failure]), facts))
+    try:
+        stored = service.consolidate("family", "ana")
+    finally:
+        service.stop()
+    assert stored is not None
+    assert [s.summary_text for s in store.get_summaries("family", user_id="ana")] == [
+        "Ana talked about her family."
+    ]
+    assert service.extraction_failures == 1
+    assert service.failures == 0
+    assert facts.of_user("ana") == []
+
+
+# -- the embedded model --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_embedded_model_learns_a_clearly_stated_fact(
+    local_llm_url: str, sqlite_store: SQLStore, embeddings: SentenceEmbeddings
+) -> None:
+    from memory_chain.catalog import OllamaCatalog
+    from memory_chain.llm import embedded_counters
+    from memory_chain.local_llm.model import MODEL_NAME
+
+    catalog = OllamaCatalog(
+        local_llm_url, default_model=MODEL_NAME, local_counters=embedded_counters()
+    )
+    llm = ChatOllama(base_url=local_llm_url, model=MODEL_NAME, temperature=0)
+    facts = FactStore(sqlite_store.database, embed=embeddings.embed_documents)
+    extractor = FactExtractor(llm, facts, model=lambda: catalog.resolve(None))
+    chat = turns(
+        "My daughter Mia turns 7 in May.",
+        "Happy early birthday to Mia! Are you planning a party?",
+        "Yes, a small one at home. I work as a nurse, so it has to be on a Sunday.",
+        "A Sunday party at home sounds lovely.",
+    )
+    found = extractor.extract("ana", chat)
+    assert any("Mia" in f.text for f in found), found
+    said = Evidence.of(t.content for t in chat if t.role == "user")
+    assert all(grounded(f.text, said) and f.turn in (1, 3) for f in found)
+    changes = extractor.file("ana", "party", found)
+    assert changes
+    assert all(c.fact.origin == "extracted" for c in changes)

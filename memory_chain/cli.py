@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
@@ -48,6 +49,43 @@ def serve(
         # Open requests get the grace period; the app's shutdown then gets what is left of it.
         timeout_graceful_shutdown=max(int(settings.shutdown_grace_seconds), 1),
     )
+
+
+@app.command()
+def mcp(
+    user: Annotated[
+        str | None, typer.Option(help="Whose memory to serve (default: default_user_id).")
+    ] = None,
+) -> None:
+    """Serve one user's memory to an MCP client over standard input and output (docs/cli.md)."""
+    import anyio
+
+    from memory_chain.errors import InvalidInputError, MemoryChainError
+    from memory_chain.integrations.mcp import build_mcp_server
+    from memory_chain.integrations.mcp_stdio import protocol_stdout, serve_stdio
+    from memory_chain.schemas import validate_id
+    from memory_chain.services import open_services
+
+    settings = _settings()
+    owner = user or settings.default_user_id
+    try:
+        validate_id(owner, "user id")
+    except InvalidInputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--user") from exc
+    # SIGTERM (from a client that gave up waiting for the exit, or a process manager) stops
+    # the server as Ctrl-C does, so that the stores are closed.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Standard output carries the protocol alone, from before the stores open (a library
+    # printing there would break the client's stream); everything else goes to stderr.
+    with protocol_stdout() as out:
+        try:
+            services = open_services(settings)
+        except MemoryChainError as exc:
+            _fail(exc)
+        try:
+            anyio.run(serve_stdio, build_mcp_server(services, user=owner), out)
+        finally:
+            services.close()
 
 
 @app.command()
@@ -136,13 +174,13 @@ def export_(
         ),
     ] = "-",
     user: Annotated[
-        str | None, typer.Option(help="Only this user's conversations and facts.")
+        str | None, typer.Option(help="Only this user's conversations, facts and store items.")
     ] = None,
     conversation: Annotated[
         str | None, typer.Option(help="Only this conversation and the facts learnt in it.")
     ] = None,
 ) -> None:
-    """Export conversations (turns, summaries, metadata) and facts as JSON Lines (docs/cli.md)."""
+    """Export conversations (turns, summaries, metadata), facts and store items as JSON Lines."""
     from memory_chain.errors import MemoryChainError
     from memory_chain.tiers.sql import check_schema, create_sql_engine
     from memory_chain.transfer import atomic_text_file, export_jsonl
@@ -172,7 +210,8 @@ def export_(
     where = "standard output" if out == "-" else out
     typer.echo(
         f"exported {report.conversations} conversations ({report.turns} turns, "
-        f"{report.summaries} summaries) and {report.facts} facts to {where}",
+        f"{report.summaries} summaries) and {report.facts} facts, "
+        f"{report.store_items} store items to {where}",
         err=True,
     )
 
@@ -191,10 +230,13 @@ def import_(
     ],
     on_conflict: Annotated[
         Literal["fail", "skip"],
-        typer.Option(help="A conversation id already stored: fail (import nothing) or skip it."),
+        typer.Option(
+            help="A conversation id (or a store item's user, namespace and key) already "
+            "stored: fail (import nothing) or skip it."
+        ),
     ] = "fail",
 ) -> None:
-    """Import conversations and facts from JSON Lines, exactly as exported; embed into tier 3."""
+    """Import conversations, facts and store items from JSON Lines, exactly as exported."""
     from memory_chain.errors import MemoryChainError, VectorStoreError
     from memory_chain.services import open_services
     from memory_chain.transfer import import_jsonl
@@ -216,7 +258,9 @@ def import_(
         typer.echo(
             f"imported {report.conversations} conversations ({report.turns} turns, "
             f"{report.summaries} summaries), skipped {report.skipped} already stored; "
-            f"imported {report.facts} facts, skipped {report.skipped_facts} already stored"
+            f"imported {report.facts} facts, skipped {report.skipped_facts} already stored; "
+            f"imported {report.store_items} store items, skipped {report.skipped_store_items} "
+            "already stored"
         )
         if services.vectors is not None:
             worker = services.vectors.worker

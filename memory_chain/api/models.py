@@ -224,7 +224,8 @@ class FactIn(BaseModel):
         default=None,
         max_length=200,
         description="What it is about ('home city'): a newer fact about the same subject "
-        "supersedes the older one.",
+        "supersedes a related older one (not for subjects of which several may hold, such "
+        "as a hobby or a pet).",
     )
 
 
@@ -241,7 +242,9 @@ class FactAdded(_FromStored):
     """What adding a fact did."""
 
     action: Literal["added", "same", "superseded"] = Field(
-        description="'same': the caller had this fact already (nothing stored)."
+        description="'same': the caller had this fact already (no row added; a subject or "
+        "kind the known fact lacked is filled in, which may retire an older value: then "
+        "'replaced' is set)."
     )
     fact: Fact
     replaced: Fact | None = None

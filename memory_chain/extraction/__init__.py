@@ -17,6 +17,17 @@ Small local models are the case this is built for:
 * **Only what the user said**: questions, duplicates and facts whose names, numbers or
   words are not in the user's turns are dropped (:mod:`memory_chain.facts.grounding`); a
   vague subject is dropped.
+* **Not what the user asked to forget**: a user turn that is a request to forget
+  (:func:`memory_chain.intent.parse_intent`: "Please forget that I smoke") is no source of
+  facts, nor is the message a bare "forget that" points back to, and a fact of the range
+  that a later request in it names is dropped; so nothing the request dismissed (or would
+  have) comes back from the range. The whole turn is left out, a statement beside the
+  request too ("... anymore. I eat fish again."): the request decides what the turn is.
+  A request to *remember* stays a source: the manager filed its text, without a subject
+  or kind, as it was stored; the same fact extracted again adds no row but gives the saved
+  one its subject and kind (:meth:`FactStore.add
+  <memory_chain.tiers.sql.facts.FactStore.add>`), so that a later value of the subject
+  ("I've moved to Porto") supersedes it.
 * **Reconciliation**: the model's "replaces F2" is trusted only when the two facts are
   similar (:data:`REPLACES_COSINE`); otherwise :meth:`FactStore.add
   <memory_chain.tiers.sql.facts.FactStore.add>` decides by its deterministic rule.
@@ -31,12 +42,7 @@ Example:
     >>> extractor.file("ana", "trip", found)  # doctest: +SKIP
 """
 
-from memory_chain.extraction.extractor import (
-    DEFAULT_REPLY_TOKENS,
-    KNOWN_FACTS,
-    REPLACES_COSINE,
-    FactExtractor,
-)
+from memory_chain.extraction.extractor import DEFAULT_REPLY_TOKENS, KNOWN_FACTS, FactExtractor
 from memory_chain.extraction.prompt import (
     EXTRACTION_SYSTEM,
     MAX_FACT_TEXT,
@@ -46,6 +52,7 @@ from memory_chain.extraction.prompt import (
     split_parts,
 )
 from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_extraction
+from memory_chain.facts.reconcile import REPLACES_COSINE
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,8 +19,10 @@ from memory_chain.chat.models import DEFAULT_WINDOW, ModelInfo
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.extraction.prompt import build_messages, extraction_schema, split_parts
 from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_extraction
+from memory_chain.facts.grounding import names
 from memory_chain.facts.model import Fact, FactDraft
-from memory_chain.facts.reconcile import SAME_COSINE, normalized
+from memory_chain.facts.reconcile import REPLACES_COSINE, SAME_COSINE, normalized
+from memory_chain.intent import parse_intent
 from memory_chain.messages import message_text
 from memory_chain.schemas import Turn
 from memory_chain.tiers.sql.facts import FactChange, FactStore
@@ -30,11 +32,6 @@ logger = logging.getLogger(__name__)
 
 #: Known facts shown to the model (F1 … F8), the most relevant to the range first.
 KNOWN_FACTS = 8
-#: Cosine from which the model's "replaces" is trusted. With all-MiniLM-L6-v2, updates score
-#: above it ("I live in Paris" / "I live in Berlin" 0.58, "I live in Lisbon" / "I moved to
-#: Porto last month" 0.60, "I love sushi" / "I love pizza" 0.49, "My wife is Anna" / "My wife
-#: is Ana" 0.78), facts about different things below (0.12-0.29 in 5 pairs measured).
-REPLACES_COSINE = 0.4
 #: Tokens the reply may take (about six facts of 200 characters with their fields).
 DEFAULT_REPLY_TOKENS = 640
 #: Tokens a chat template adds around each message.
@@ -86,9 +83,14 @@ class FactExtractor:
     def extract(self, user_id: str, turns: Sequence[Turn]) -> list[ExtractedFact]:
         """The facts about ``user_id`` in ``turns`` (one model call per part of them).
 
+        Requests to forget, and what they name, are left out (see
+        :mod:`memory_chain.extraction`).
+
         Raises:
             ExtractionError: The model could not be called, or a reply was not facts.
         """
+        forgets = _forget_requests(turns)
+        turns = [turn for turn in turns if turn.turn_number not in forgets.unread]
         user_text = "\n".join(turn.content for turn in turns if turn.role == "user")
         if not user_text.strip():
             return []
@@ -111,7 +113,9 @@ class FactExtractor:
             reply = self._call(build_messages(known, part), schema, window)
             shown = [turn for turn, _ in part]
             for fact in parse_extraction(reply, shown, labels):
-                if normalized(fact.text) not in seen:
+                if forgets.name(fact):
+                    logger.debug("not learnt, asked to forget later: %r", fact.text)
+                elif normalized(fact.text) not in seen:
                     seen.add(normalized(fact.text))
                     found.append(fact)
         return self._trusted(found, dict(zip(labels, known, strict=True)))
@@ -220,3 +224,40 @@ class FactExtractor:
                     "not trusted: %r replaces %r (%.2f)", found[index].text, old.text, cosine
                 )
         return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Forgets:
+    """The requests to forget in a range.
+
+    Attributes:
+        unread: The turns not to learn from: the requests, and the message a bare "forget
+            that" points back to.
+        named: Each request's turn and what it names.
+    """
+
+    unread: frozenset[int]
+    named: tuple[tuple[int, str], ...]
+
+    def name(self, fact: ExtractedFact) -> bool:
+        """Whether a later request of the range asks to forget ``fact``."""
+        return any(turn > fact.turn and names(text, fact.text) for turn, text in self.named)
+
+
+def _forget_requests(turns: Sequence[Turn]) -> _Forgets:
+    """The forget requests among ``turns`` (:func:`~memory_chain.intent.parse_intent`)."""
+    unread: set[int] = set()
+    named: list[tuple[int, str]] = []
+    previous: Turn | None = None
+    for turn in turns:
+        if turn.role != "user":
+            continue
+        intent = parse_intent(turn.content)
+        if intent is not None and intent.action == "forget":
+            unread.add(turn.turn_number)
+            if intent.text:
+                named.append((turn.turn_number, intent.text))
+            elif intent.refers_back and previous is not None:
+                unread.add(previous.turn_number)
+        previous = turn
+    return _Forgets(frozenset(unread), tuple(named))

@@ -35,7 +35,7 @@ class ExtractedFact:
         turn: The user turn it comes from.
         label: The known fact the model says it replaces (``"F2"``), if any.
         replaces: That fact, when the claim was trusted (see
-            :data:`~memory_chain.extraction.extractor.REPLACES_COSINE`).
+            :data:`~memory_chain.facts.reconcile.REPLACES_COSINE`).
     """
 
     text: str

@@ -14,7 +14,13 @@ checks keep only facts the user's own words support:
   lovely"). A fact of numbers only needs one.
 
 A fact's subject ("home city", "wife's name") decides which older fact it supersedes, so a
-vague one ("user", "info", "preference") would retire unrelated facts: it is dropped.
+vague one ("user", "info", "preference") would retire unrelated facts: it is dropped. So is
+one of which several can hold at once ("hobby", "pet", "friend", "food"): a second hobby is
+no newer value of the first. Subjects are compared by :func:`subject_key` (case, articles,
+possessives and plurals aside: "The Home Cities" and "home city" are one subject).
+
+A request to forget names the facts holding all its content words (:func:`names`: stems
+alike, "smoke" / "smoking", "member" / "membership").
 
 Example:
     >>> said = Evidence.of(["My daughter Mia turns seven in May."])
@@ -22,8 +28,12 @@ Example:
     True
     >>> grounded("My son Leo turns 7 in May.", said)
     False
-    >>> clean_subject("The user's home city"), clean_subject("info")
-    ('home city', None)
+    >>> clean_subject("The user's home city"), clean_subject("info"), clean_subject("Hobbies")
+    ('home city', None, None)
+    >>> subject_key("The Home Cities") == subject_key("home city")
+    True
+    >>> names("that I smoke", "I quit smoking last year."), names("my address", "I smoke.")
+    (True, False)
 """
 
 from __future__ import annotations
@@ -77,18 +87,25 @@ STOPWORDS = _listed(
     won't isn't aren't wasn't weren't haven't hasn't let one
     """
 )
-#: Subjects that name no particular thing, so cannot tell which older fact a new one updates.
+#: Subjects that cannot tell which older fact a new one updates: they name no particular
+#: thing, or a thing of which several hold at once (a second hobby is not a newer value of the
+#: first). Compared by :func:`subject_key`, so the singular covers the plural.
 VAGUE_SUBJECTS = _listed(
     """
     user me i myself self person people you fact facts info information detail details
     personal general misc miscellaneous other others unknown none n/a na life chat
     conversation topic topics something thing things stuff note notes preference
     preferences biography relationship relationships plan plans
+    hobby pet animal friend like dislike love interest passion favourite favorite child children kid
+    sibling relative family cousin colleague coworker neighbour neighbor
+    food dish drink snack meal allergy sport activity skill language habit goal trip travel
+    event book movie film show music song game
     """
-)
+) | frozenset({"family member"})
 _SUBJECT_PREFIX = re.compile(
     r"^(?:(?:the\s+)?user['\u2019]?s?\s+|my\s+|the\s+|your\s+|their\s+|his\s+|her\s+)+"
 )
+_ARTICLES = _listed("a an the")
 #: The longest subject kept, in words: a longer one is a sentence, not a subject.
 MAX_SUBJECT_WORDS = 5
 
@@ -199,14 +216,84 @@ def grounded(text: str, said: Evidence) -> bool:
     return 2 * supported > content
 
 
+def _trimmed_subject(subject: str) -> str:
+    cleaned = " ".join(subject.casefold().replace("_", " ").split()).strip(" .,:;!?\"'")
+    return _SUBJECT_PREFIX.sub("", cleaned).strip()
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"  # hobbies, cities
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def subject_key(subject: object) -> str | None:
+    """A subject as compared with another: ``None`` when there is none, or it is vague.
+
+    Lower case, without "the user's"/"my", articles, possessives and plural "s"
+    ("The user's Children" and "child" are one subject), then :data:`VAGUE_SUBJECTS` out.
+    """
+    if not isinstance(subject, str):
+        return None
+    trimmed = _trimmed_subject(subject)
+    words = [_bare(word) for word in words_of(trimmed)]
+    key = " ".join(_singular(word) for word in words if word not in _ARTICLES)
+    if not key or key in VAGUE_SUBJECTS or trimmed in VAGUE_SUBJECTS:
+        return None
+    return key
+
+
 def clean_subject(subject: object) -> str | None:
     """A fact's subject, lower case, without "the user's"/"my"; ``None`` when vague."""
     if not isinstance(subject, str):
         return None
-    cleaned = " ".join(subject.casefold().replace("_", " ").split()).strip(" .,:;!?\"'")
-    cleaned = _SUBJECT_PREFIX.sub("", cleaned).strip()
-    if not cleaned or cleaned in VAGUE_SUBJECTS:
+    cleaned = _trimmed_subject(subject)
+    if not cleaned or subject_key(cleaned) is None:
         return None
     if len(cleaned.split()) > MAX_SUBJECT_WORDS or not any(c.isalpha() for c in cleaned):
         return None
     return cleaned
+
+
+def _root(word: str) -> str:
+    """``word`` without a common ending ("smoking", "smoked", "smokes" give "smok")."""
+    for ending in ("ing", "ed", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3 and not word.endswith("ss"):
+            word = word[: -len(ending)]
+            break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
+
+
+def _content_words(text: str) -> list[str]:
+    """The content words and numbers of ``text`` (lower case, no :data:`STOPWORDS`)."""
+    found: list[str] = []
+    for word in words_of(text):
+        number = _number(word)
+        if number is not None:
+            found.append(number)
+            continue
+        bare = _bare(word)
+        if len(bare) >= 3 and bare not in STOPWORDS:
+            found.append(bare)
+    return found
+
+
+def names(request: str, text: str) -> bool:
+    """Whether a request ("my address", "that I smoke") names the fact ``text``.
+
+    It does when every content word of the request (numbers included) is in the fact, by
+    its stem (:func:`same_stem`, or the same root: "smoke" / "smoking"). A request of
+    stop words only names nothing.
+    """
+    wanted = _content_words(request)
+    if not wanted:
+        return False
+    have = _content_words(text)
+    return all(
+        any(word == own or same_stem(word, own) or _root(word) == _root(own) for own in have)
+        if not word[0].isdigit()
+        else word in have
+        for word in wanted
+    )

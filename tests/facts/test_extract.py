@@ -32,8 +32,15 @@ from memory_chain.extraction import (
     extraction_schema,
     parse_extraction,
 )
-from memory_chain.facts.grounding import Evidence, clean_subject, grounded, is_question
+from memory_chain.facts.grounding import (
+    Evidence,
+    clean_subject,
+    grounded,
+    is_question,
+    subject_key,
+)
 from memory_chain.facts.model import KINDS, FactDraft
+from memory_chain.manager import MemoryManager
 from memory_chain.messages import message_text
 from memory_chain.schemas import CUT, NewTurn, Turn
 from memory_chain.tiers.buffer import TurnBuffer
@@ -236,6 +243,15 @@ def test_duplicates_vague_subjects_unknown_kinds_and_labels() -> None:
     assert clean_subject("my wife's name") == "wife's name"
     assert clean_subject("Preference") is None
     assert clean_subject("the place where the user grew up as a child") is None
+    # Several may hold at once: no subject to supersede by.
+    assert [clean_subject(s) for s in ("Hobbies", "my pet", "friends", "Favourite Food")] == [
+        None,
+        None,
+        None,
+        "favourite food",
+    ]
+    assert subject_key("The user's Wife's Name") == subject_key("wife name") == "wife name"
+    assert subject_key("home cities") == subject_key("A home city") == "home city"
 
 
 def test_turns_map_to_the_nearest_user_turn() -> None:
@@ -336,6 +352,43 @@ def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
     assert [c.action for c in again] == ["same"]
 
 
+def test_forget_requests_are_no_source_of_facts(facts: FactStore) -> None:
+    chat = turns(
+        "I smoke a few cigarettes a day. My dog is called Rex.",
+        "Noted.",
+        "Please forget that I smoke.",  # not shown; and it names turn 1's smoking
+        "Done.",
+        "I work as a pharmacist.",  # "forget that" points back to it: not shown
+        "Nice.",
+        "Forget that.",
+        "Done.",
+        "Remember that my wife is Ana.",  # a save is shown: it gives the saved fact a subject
+        "Noted.",
+    )
+    llm = Scripted(
+        replies=[
+            reply(
+                fact("I smoke a few cigarettes a day.", 1, subject="smoking"),
+                fact("My dog is called Rex.", 1, subject="dog"),
+                fact("My wife is Ana.", 6, subject="wife"),
+            )
+        ]
+    )
+    found = FactExtractor(llm, facts).extract("ana", chat)
+    body = message_text(llm.prompts[0][-1])
+    assert "forget" not in body.lower()
+    assert "pharmacist" not in body
+    assert "[6] User: Remember that my wife is Ana." in body
+    assert [(f.text, f.turn) for f in found] == [
+        ("My dog is called Rex.", 1),
+        ("My wife is Ana.", 9),
+    ]
+    # A range of requests to forget only asks the model nothing.
+    quiet = Scripted()
+    assert FactExtractor(quiet, facts).extract("ana", turns("Forget that I smoke.", "Done.")) == []
+    assert quiet.prompts == []
+
+
 # -- consolidation ---------------------------------------------------------------------------------
 
 
@@ -407,6 +460,69 @@ def test_a_failed_extraction_keeps_the_summary_and_is_counted(
     assert service.extraction_failures == 1
     assert service.failures == 0
     assert facts.of_user("ana") == []
+
+
+def test_a_fact_dismissed_on_request_is_not_learnt_again_from_the_request(
+    service_parts: tuple[SQLStore, FactStore],
+) -> None:
+    store, facts = service_parts
+    facts.add("ana", FactDraft("I smoke a few cigarettes a day.", origin="extracted"))
+    manager = MemoryManager(store, TurnBuffer(), facts=facts)
+    manager.add_turns(
+        "quit",
+        "ana",
+        [
+            NewTurn("user", "Please forget that I smoke."),
+            NewTurn("assistant", "Done."),
+            NewTurn("user", "I'd rather not have that on record."),
+            NewTurn("assistant", "Understood."),
+        ],
+    )
+    assert facts.of_user("ana") == []
+    llm = Scripted(replies=[reply(fact("I smoke.", 1, subject="smoking"))])
+    service = _consolidation(store, FactExtractor(llm, facts))
+    try:
+        assert service.consolidate("quit", "ana") is not None
+    finally:
+        service.stop()
+    assert len(llm.prompts) == 1
+    assert facts.of_user("ana") == []
+
+
+def test_an_explicit_save_takes_the_extracted_subject_and_a_later_value_supersedes_it(
+    service_parts: tuple[SQLStore, FactStore],
+) -> None:
+    store, facts = service_parts
+    manager = MemoryManager(store, TurnBuffer(), facts=facts)
+    manager.add_turns(
+        "home",
+        "ana",
+        [NewTurn("user", "Remember: I live in Lisbon."), NewTurn("assistant", "Noted.")],
+    )
+    (saved,) = facts.of_user("ana")
+    assert (saved.text, saved.origin, saved.subject) == ("I live in Lisbon.", "explicit", None)
+    llm = Scripted(
+        replies=[
+            reply(fact("I live in Lisbon.", 1, subject="home city", kind="biography")),
+            reply(fact("I live in Porto now.", 1, subject="Home City", kind="biography")),
+        ]
+    )
+    service = _consolidation(store, FactExtractor(llm, facts))
+    try:
+        assert service.consolidate("home", "ana") is not None
+        (known,) = facts.of_user("ana")
+        assert (known.id, known.subject, known.kind) == (saved.id, "home city", "biography")
+        manager.add_turns(
+            "move",
+            "ana",
+            [NewTurn("user", "We moved, I live in Porto now."), NewTurn("assistant", "Nice.")],
+        )
+        assert service.consolidate("move", "ana") is not None
+    finally:
+        service.stop()
+    assert [f.text for f in facts.of_user("ana")] == ["I live in Porto now."]
+    (old,) = facts.of_user("ana", statuses=("superseded",))
+    assert old.id == saved.id
 
 
 # -- the embedded model --------------------------------------------------------------------------

@@ -51,6 +51,127 @@ def test_the_same_fact_again_adds_nothing_and_a_new_subject_value_supersedes(
     assert facts.count("ana") == {"current": 2, "superseded": 1, "dismissed": 0}
 
 
+def test_a_fact_saved_without_a_subject_takes_it_and_a_newer_value_supersedes_it(
+    facts: FactStore,
+) -> None:
+    # "Remember: I live in Lisbon" is saved as said, without subject or kind ...
+    saved = facts.add("ana", FactDraft("I live in Lisbon", origin="explicit")).fact
+    assert (saved.subject, saved.kind) == (None, "other")
+    # ... the extractor finds the same fact in that turn, with them: no row, filled in.
+    again = facts.add(
+        "ana",
+        FactDraft("I live in Lisbon.", kind="biography", origin="extracted", subject="home city"),
+    )
+    assert (again.action, again.fact.id, again.replaced) == ("same", saved.id, None)
+    assert (again.fact.subject, again.fact.kind, again.fact.origin) == (
+        "home city",
+        "biography",
+        "explicit",
+    )
+    stored = facts.get("ana", saved.id)
+    assert stored is not None
+    assert (stored.subject, stored.kind, stored.text) == ("home city", "biography", saved.text)
+    assert facts.count("ana") == {"current": 1, "superseded": 0, "dismissed": 0}
+    # A known subject or kind is not overwritten by the same fact said again.
+    kept = facts.add("ana", FactDraft("I live in Lisbon", kind="plan", subject="residence"))
+    assert (kept.action, kept.fact.subject, kept.fact.kind) == ("same", "home city", "biography")
+    # Now a newer value of the subject supersedes the saved fact.
+    moved = facts.add("ana", FactDraft("I live in Porto.", origin="extracted", subject="home city"))
+    assert moved.action == "superseded"
+    assert moved.replaced is not None
+    assert moved.replaced.id == saved.id
+    assert [f.text for f in facts.of_user("ana")] == ["I live in Porto."]
+
+
+def test_a_subject_filled_in_retires_the_older_value_of_it(facts: FactStore) -> None:
+    march = datetime(2026, 3, 1, tzinfo=UTC)
+    june = datetime(2026, 6, 1, tzinfo=UTC)
+    lisbon = facts.add(
+        "ana", FactDraft("I live in Lisbon.", subject="home city", valid_from=march)
+    ).fact
+    # Saved later, without a subject: nothing tells it updates Lisbon yet.
+    porto = facts.add("ana", FactDraft("I live in Porto", origin="explicit", valid_from=june))
+    assert porto.action == "added"
+    assert len(facts.of_user("ana")) == 2
+    # The same fact with its subject: Porto (the newer) supersedes Lisbon, no row added.
+    change = facts.add("ana", FactDraft("I live in Porto.", subject="home city"))
+    assert (change.action, change.fact.id, change.fact.status) == ("same", porto.fact.id, "current")
+    assert change.replaced is not None
+    assert (change.replaced.id, change.replaced.superseded_by) == (lisbon.id, porto.fact.id)
+    assert [f.id for f in facts.of_user("ana")] == [porto.fact.id]
+    assert facts.count("ana") == {"current": 1, "superseded": 1, "dismissed": 0}
+
+
+def test_a_subject_filled_in_on_an_older_fact_retires_that_fact(facts: FactStore) -> None:
+    # An old save reaches the extractor late (its conversation consolidated last).
+    old = facts.add(
+        "ana",
+        FactDraft(
+            "I live in Lisbon", origin="explicit", valid_from=datetime(2026, 3, 1, tzinfo=UTC)
+        ),
+    ).fact
+    porto = facts.add("ana", FactDraft("I live in Porto.", subject="home city")).fact
+    change = facts.add("ana", FactDraft("I live in Lisbon.", subject="home city"))
+    assert (change.action, change.fact.id, change.fact.status) == ("same", old.id, "superseded")
+    assert change.fact.superseded_by == porto.id
+    assert [f.text for f in facts.of_user("ana")] == ["I live in Porto."]
+
+
+def test_a_correction_known_already_replaces_through_the_known_fact(facts: FactStore) -> None:
+    lisbon = facts.add("ana", FactDraft("I live in Lisbon.", subject="home city")).fact
+    saved = facts.add("ana", FactDraft("I've moved to Porto", origin="explicit")).fact
+    # The extractor's trusted "replaces" for a fact the user saved already: no duplicate.
+    change = facts.add(
+        "ana", FactDraft("I've moved to Porto.", subject="home city"), replaces=lisbon.id
+    )
+    assert (change.action, change.fact.id, change.fact.subject) == ("same", saved.id, "home city")
+    assert change.replaced is not None
+    assert (change.replaced.id, change.replaced.superseded_by) == (lisbon.id, saved.id)
+    assert [f.id for f in facts.of_user("ana")] == [saved.id]
+    assert facts.count("ana") == {"current": 1, "superseded": 1, "dismissed": 0}
+
+
+def test_a_subject_supersedes_only_a_related_fact_and_is_compared_loosely(
+    facts: FactStore,
+) -> None:
+    porto = facts.add("ana", FactDraft("I live in Porto.", subject="home city")).fact
+    # A wrong subject does not retire a fact about something else (cosine below the band).
+    rex = facts.add("ana", FactDraft("My dog is called Rex.", subject="home city"))
+    assert rex.action == "added"
+    # Case, articles and plurals aside, the subject is the same: Berlin supersedes Porto.
+    berlin = facts.add("ana", FactDraft("I live in Berlin.", subject="The Home Cities"))
+    assert berlin.action == "superseded"
+    assert berlin.replaced is not None
+    assert berlin.replaced.id == porto.id
+    assert {f.text for f in facts.of_user("ana")} == {"My dog is called Rex.", "I live in Berlin."}
+    # A move in other words, with names the model never saw (cosine 0.28), is still related.
+    facts.add("bob", FactDraft("I live in Marrowick.", subject="home city"))
+    moved = facts.add("bob", FactDraft("I've moved to Lindqvale.", subject="home city"))
+    assert moved.action == "superseded"
+    assert [f.text for f in facts.of_user("bob")] == ["I've moved to Lindqvale."]
+
+
+def test_a_subject_of_which_several_hold_never_supersedes(facts: FactStore) -> None:
+    # 0.64 apart: related, but a second hobby is no newer value of the first.
+    facts.add("ana", FactDraft("I play tennis.", subject="hobby"))
+    guitar = facts.add("ana", FactDraft("I play guitar.", subject="hobby"))
+    assert guitar.action == "added"
+    facts.add("ana", FactDraft("I have a cat called Tom.", subject="pet"))
+    assert facts.add("ana", FactDraft("I have a dog called Rex.", subject="pets")).action == "added"
+    assert len(facts.of_user("ana")) == 4
+
+
+def test_without_vectors_the_subject_alone_decides(store: SQLStore) -> None:
+    bare = FactStore(store.database)
+    porto = bare.add("ana", FactDraft("I live in Porto.", subject="home city")).fact
+    berlin = bare.add("ana", FactDraft("I live in Berlin.", subject="Home city"))
+    assert berlin.action == "superseded"
+    assert berlin.replaced is not None
+    assert berlin.replaced.id == porto.id
+    assert bare.add("ana", FactDraft("I play tennis.", subject="hobby")).action == "added"
+    assert bare.add("ana", FactDraft("I swim.", subject="hobby")).action == "added"
+
+
 def test_a_correction_names_the_fact_it_replaces(facts: FactStore) -> None:
     anna = facts.add("ana", FactDraft("My wife is Anna.", kind="relationship")).fact
     fixed = facts.add("ana", FactDraft("My wife is Ana.", kind="relationship"), replaces=anna.id)
@@ -137,6 +258,29 @@ def test_forget_requests_dismiss_the_fact_they_name(facts: FactStore) -> None:
         "My locker code is 4471."
     ]
     assert facts.forget_matching("ana", "the weather in Oslo") == []  # names nothing
+    assert [f.text for f in facts.of_user("ana")] == ["I play the cello on Sundays."]
+
+
+def test_a_forget_request_names_the_facts_holding_its_words(facts: FactStore) -> None:
+    facts.add("ana", FactDraft("My home address is 12 Rook Lane."))
+    facts.add("ana", FactDraft("I smoke a few cigarettes a day."))
+    facts.add("ana", FactDraft("I quit smoking last year."))
+    facts.add("ana", FactDraft("I'm a member of the Dunmire rowing club."))
+    facts.add("ana", FactDraft("I play the cello on Sundays."))
+    # "address" alone is in the fact: no cosine needed.
+    assert [f.text for f in facts.forget_matching("ana", "my address")] == [
+        "My home address is 12 Rook Lane."
+    ]
+    # Every fact about smoking goes, by stem ("smoke" / "smoking").
+    assert {f.text for f in facts.forget_matching("ana", "that I smoke")} == {
+        "I smoke a few cigarettes a day.",
+        "I quit smoking last year.",
+    }
+    assert [f.text for f in facts.forget_matching("ana", "my rowing club membership")] == [
+        "I'm a member of the Dunmire rowing club."
+    ]
+    # A word of the request the fact lacks, and too far by cosine: nothing.
+    assert facts.forget_matching("ana", "my cello teacher's address") == []
     assert [f.text for f in facts.of_user("ana")] == ["I play the cello on Sundays."]
 
 

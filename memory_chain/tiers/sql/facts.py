@@ -10,7 +10,11 @@ facts are kept and listed all the same, reconciled and ranked by their words and
 Changes keep history: an edit keeps the fact's id (clients hold it) and files the old text
 as a superseded copy; a newer value of the same subject supersedes the older fact; a
 dismissal marks the fact. Only a purge of the conversation a fact came from, or of the user,
-deletes rows.
+deletes rows. The same fact said again adds no row, but a known fact that lacks a subject or
+kind takes the new one's (an explicit "remember that ..." is saved without; the extractor
+later finds the same fact with them): that fills in what the fact is about, not what it
+says, so no history is kept; and if the subject shows that the fact and another are values
+of one subject, the newer supersedes the older.
 
 Example:
     >>> facts = FactStore(store.database, embed=embeddings.embed_documents)  # doctest: +SKIP
@@ -31,6 +35,7 @@ import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.facts.grounding import names
 from memory_chain.facts.model import (
     KINDS,
     MAX_FACT_CHARS,
@@ -42,7 +47,15 @@ from memory_chain.facts.model import (
     FactOrigin,
     FactStatus,
 )
-from memory_chain.facts.reconcile import Decision, Known, decide, normalized
+from memory_chain.facts.reconcile import (
+    Decision,
+    Known,
+    decide,
+    filled,
+    normalized,
+    same_as,
+    updated_by_subject,
+)
 from memory_chain.schemas import as_utc, utcnow, validate_id
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import facts
@@ -57,7 +70,7 @@ Embed = Callable[[list[str]], list[list[float]]]
 #: holds (15 % of memory's room: about 40 one-line facts in an 8k window).
 PROFILE_LIMIT = 64
 
-#: A cosine at which a "forget ..." request names a fact.
+#: A cosine at which a "forget ..." request names a fact its words do not.
 FORGET_COSINE = 0.6
 
 
@@ -66,10 +79,12 @@ class FactChange:
     """What adding a fact did.
 
     Attributes:
-        action: ``"added"``, ``"same"`` (the user has it already: nothing stored) or
+        action: ``"added"``, ``"same"`` (the user has it already: no row added) or
             ``"superseded"`` (added, and ``replaced`` retired).
-        fact: The fact that holds now (the new one, or the one already known).
-        replaced: The fact it superseded.
+        fact: The new fact, or the one already known (with the subject and kind it lacked
+            filled in; superseded, if that showed a newer value of its subject).
+        replaced: The fact it superseded (for ``"same"``: the one the known fact, given its
+            subject, superseded).
     """
 
     action: Literal["added", "same", "superseded"]
@@ -361,13 +376,23 @@ class FactStore:
                 if target is None:
                     raise InvalidInputError(f"no current fact {replaces!r} of this user")
                 decision = Decision("supersede", target)
+                same = same_as(text, vector, known) if fact_id is None else None
+                if same is not None and same.id == target.id:
+                    return _learn(conn, same, (draft.subject, kind), known, now)
+                if same is not None:  # known already: the known fact is what replaces it
+                    _retire(conn, target.id, "superseded", now, superseded_by=same.id)
+                    rest = [k for k in known if k.fact.id != target.id]
+                    change = _learn(conn, same, (draft.subject, kind), rest, now)
+                    if change.replaced is not None:
+                        return change
+                    return replace(change, replaced=replace_status(target, same.id, now))
             else:
                 decision = decide(text, draft.subject, vector, known)
             decision_action, old = decision.action, decision.target
             if decision_action == "same" and fact_id is not None:
                 decision_action = "supersede"  # the client's id must name the fact
             if decision_action == "same" and old is not None:
-                return FactChange("same", old)
+                return _learn(conn, old, (draft.subject, kind), known, now)
             fact = Fact(
                 id=fact_id or uuid.uuid4().hex,
                 user_id=user_id,
@@ -466,8 +491,12 @@ class FactStore:
     def forget_matching(self, user_id: str, text: str) -> list[Fact]:
         """Dismiss the current facts a "forget ..." request names.
 
-        The facts whose words hold the request's (case aside), else the one most similar
-        to it (a cosine of at least :data:`FORGET_COSINE`).
+        The facts holding every content word of the request, by stem
+        (:func:`~memory_chain.facts.grounding.names`: "that I smoke" names "I smoke a few
+        cigarettes a day" and "I quit smoking last year": the user wants smoking off the
+        record), or its whole text; else the one most similar to it (a cosine of at least
+        :data:`FORGET_COSINE`: "my ex-husband lives in Ostwick" for "My ex-husband Femi
+        moved to Ostwick").
 
         Returns:
             The facts dismissed.
@@ -476,7 +505,9 @@ class FactStore:
         if not wanted:
             return []
         current = self.profile(user_id, _vector(self._embedding(text)), limit=None)
-        named = [r.fact for r in current if wanted in normalized(r.fact.text)]
+        named = [
+            r.fact for r in current if wanted in normalized(r.fact.text) or names(text, r.fact.text)
+        ]
         if not named:
             best = current[0] if current else None
             if best is not None and best.score is not None and best.score >= FORGET_COSINE:
@@ -519,6 +550,51 @@ class FactStore:
 
         deleted: int = self.database.write(work)
         return deleted
+
+
+def _learn(
+    conn: Connection,
+    fact: Fact,
+    draft: tuple[str | None, FactKind],
+    known: Sequence[Known],
+    now: datetime,
+) -> FactChange:
+    """The same fact said again: ``fact`` takes the subject and kind it lacks (:func:`filled`).
+
+    With a subject now, it may be one of two values of that subject
+    (:func:`~memory_chain.facts.reconcile.updated_by_subject`): the one that started to hold
+    later (``valid_from``, then ``created_at``) supersedes the other.
+
+    Args:
+        conn: The transaction.
+        fact: The known fact.
+        draft: The subject and kind the same fact came with now.
+        known: The user's current facts (``fact`` among them), with their vectors.
+        now: The time of the change.
+    """
+    values = filled(fact, *draft)
+    if not values:
+        return FactChange("same", fact)
+    conn.execute(update(facts).where(facts.c.id == fact.id).values(**values))
+    fact = replace(
+        fact,
+        subject=values.get("subject", fact.subject),
+        kind=cast(FactKind, values.get("kind", fact.kind)),
+    )
+    if "subject" not in values:
+        return FactChange("same", fact)
+    own = next((k.vector for k in known if k.fact.id == fact.id), None)
+    others = [k for k in known if k.fact.id != fact.id]
+    rival = updated_by_subject(fact.subject, own, others)
+    if rival is None:
+        return FactChange("same", fact)
+    newer, older = sorted(
+        (fact, rival), key=lambda f: (f.valid_from, f.created_at, f.id), reverse=True
+    )
+    _retire(conn, older.id, "superseded", now, superseded_by=newer.id)
+    if older is fact:
+        return FactChange("same", replace_status(fact, newer.id, now))
+    return FactChange("same", fact, replace_status(rival, fact.id, now))
 
 
 def _retire(

@@ -395,9 +395,17 @@ def eval_locomo(
             "on the embedded model).",
         ),
     ] = None,
+    postgres_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Run on PostgreSQL + pgvector: a scratch database made on the server of this "
+            "SQLAlchemy URL (e.g. your MEMORY_CHAIN_DATABASE_URL) and dropped afterwards; the "
+            "role needs CREATEDB. Default: a temporary SQLite file and embedded vector index.",
+        ),
+    ] = None,
 ) -> None:
     """Recall@k of memory retrieval on LoCoMo questions (in a temporary store)."""
-    from memory_chain.errors import InvalidInputError
+    from memory_chain.errors import InvalidInputError, StorageError
     from memory_chain.eval.crossval import cross_validate_locomo, format_crossval
     from memory_chain.eval.locomo import EVAL_SCOPES, evaluate_locomo
     from memory_chain.eval.report import format_report
@@ -419,12 +427,12 @@ def eval_locomo(
         _fail(ValueError(f"--scope takes {' or '.join(EVAL_SCOPES)}, got {scope!r}"))
     settings = _settings()
     if answers is not None:
-        _eval_answers(path, answers, settings, as_json=as_json)
+        _eval_answers(path, answers, settings, as_json=as_json, postgres_url=postgres_url)
         return
     if budget is not None:
         _eval_budget(
             path, budget, settings, scope=scope, cross_validate=cross_validate,
-            conversations=conversations, as_json=as_json,
+            conversations=conversations, as_json=as_json, postgres_url=postgres_url,
         )  # fmt: skip
         return
     with _stderr_bar() as bar:
@@ -439,14 +447,15 @@ def eval_locomo(
             if cross_validate:
                 crossval = cross_validate_locomo(
                     path, ks=ks, modes=modes, scope=scope, settings=settings,
-                    progress=progress,
+                    progress=progress, postgres_url=postgres_url,
                 )  # fmt: skip
             else:
                 report = evaluate_locomo(
                     path, ks=ks, modes=modes, scope=scope, settings=settings,
                     max_conversations=conversations, progress=progress,
+                    postgres_url=postgres_url,
                 )  # fmt: skip
-        except (InvalidInputError, ValueError) as exc:
+        except (InvalidInputError, ValueError, StorageError) as exc:
             _fail(exc)
     if cross_validate:
         typer.echo(json.dumps(crossval.as_dict()) if as_json else format_crossval(crossval))
@@ -463,9 +472,10 @@ def _eval_budget(
     cross_validate: bool,
     conversations: int | None,
     as_json: bool,
+    postgres_url: str | None,
 ) -> None:
     """``memory-chain eval locomo --budget ...``: evidence recall within token windows."""
-    from memory_chain.errors import InvalidInputError
+    from memory_chain.errors import InvalidInputError, StorageError
     from memory_chain.eval.budget import evaluate_budget, format_budget
 
     try:
@@ -484,16 +494,18 @@ def _eval_budget(
             report = evaluate_budget(
                 path, budgets=windows, scope=cast("EvalScope", scope),
                 cross_validate=cross_validate, settings=settings,
-                max_conversations=conversations, progress=progress,
+                max_conversations=conversations, progress=progress, postgres_url=postgres_url,
             )  # fmt: skip
-        except (InvalidInputError, ValueError) as exc:
+        except (InvalidInputError, ValueError, StorageError) as exc:
             _fail(exc)
     typer.echo(json.dumps(report.as_dict()) if as_json else format_budget(report))
 
 
-def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_json: bool) -> None:
+def _eval_answers(
+    path: Path, questions: int, settings: MemorySettings, *, as_json: bool, postgres_url: str | None
+) -> None:
     """``memory-chain eval locomo --answers N``: answer F1 with the configured LLM."""
-    from memory_chain.errors import InvalidInputError
+    from memory_chain.errors import InvalidInputError, StorageError
     from memory_chain.eval.answers import answering_settings, evaluate_answers, format_answers
     from memory_chain.llm import open_chat_models
 
@@ -508,9 +520,10 @@ def _eval_answers(path: Path, questions: int, settings: MemorySettings, *, as_js
                     bar.update(task, completed=done, total=total)
 
             report = evaluate_answers(
-                path, models, questions=questions, settings=settings, progress=progress
-            )
-    except (InvalidInputError, ValueError) as exc:
+                path, models, questions=questions, settings=settings, progress=progress,
+                postgres_url=postgres_url,
+            )  # fmt: skip
+    except (InvalidInputError, ValueError, StorageError) as exc:
         _fail(exc)
     finally:
         models.close()

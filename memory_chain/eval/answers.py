@@ -200,6 +200,7 @@ def evaluate_answers(
     settings: MemorySettings | None = None,
     seed: int = 0,
     progress: EvalProgress | None = None,
+    postgres_url: str | None = None,
 ) -> AnswerReport:
     """Answer F1 of ``questions`` sampled LoCoMo questions, with memory, recent turns, none.
 
@@ -211,6 +212,7 @@ def evaluate_answers(
         settings: Embedding and tier-3 settings (the stores go to a temporary folder).
         seed: Which questions are drawn.
         progress: Told of each stage's progress.
+        postgres_url: Run on PostgreSQL + pgvector: a scratch database on this server.
 
     Returns:
         F1 per condition, overall and per category, and the time per reply.
@@ -232,7 +234,9 @@ def evaluate_answers(
     stored = [s for s in samples if s.sample_id in used]
     source = OneModel(llm) if isinstance(llm, BaseChatModel) else llm
     reply_tokens = answering_settings(settings or MemorySettings()).llm_max_tokens
-    with ingested(stored, settings, notify, report.seconds, user_of=_user) as (manager, _):
+    with ingested(
+        stored, settings, notify, report.seconds, postgres_url=postgres_url, user_of=_user
+    ) as (manager, _):
         core = ChatCore(manager, source, default_reply_tokens=reply_tokens)
         ask_start = time.perf_counter()
         for number, (sample, question) in enumerate(chosen, start=1):

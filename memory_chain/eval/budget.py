@@ -197,6 +197,7 @@ def evaluate_budget(
     settings: MemorySettings | None = None,
     max_conversations: int | None = None,
     progress: EvalProgress | None = None,
+    postgres_url: str | None = None,
 ) -> BudgetReport:
     """Budget recall of memory's context and of the two baselines (see the module docstring).
 
@@ -210,6 +211,7 @@ def evaluate_budget(
             ``llm_max_tokens`` is the reply's room (at most a quarter of the window).
         max_conversations: Only the first conversations (a CI slice).
         progress: Told of each stage's progress.
+        postgres_url: Run on PostgreSQL + pgvector: a scratch database on this server.
 
     Returns:
         The report.
@@ -234,7 +236,10 @@ def evaluate_budget(
     notify = progress or (lambda _stage, _done, _total: None)
     reply = (settings or MemorySettings()).llm_max_tokens or DEFAULT_REPLY_TOKENS
     rows: dict[str, list[tuple[str, dict[int, float], dict[int, int]]]] = {m: [] for m in METHODS}
-    with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
+    with ingested(samples, settings, notify, report.seconds, postgres_url=postgres_url) as (
+        manager,
+        numbers,
+    ):
         asked = gather_questions(
             manager, samples, numbers, scope=scope, notify=notify, stage="gathering"
         )

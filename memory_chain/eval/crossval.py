@@ -49,23 +49,28 @@ from memory_chain.eval.locomo import (
     evidence_turns,
     found_turns,
     ingested,
+    latency_summary,
     recall_row,
     recall_table,
     searched,
 )
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoSample, load_locomo
-from memory_chain.eval.report import SCOPE_WORDS, recall_lines
+from memory_chain.eval.report import SCOPE_WORDS, latency_lines, recall_lines
+from memory_chain.eval.stores import backend_name
 from memory_chain.manager import MemoryManager
 from memory_chain.retrieval import FusionWeights, RetrievalMode
 from memory_chain.retrieval.candidates import Candidates
 
 #: The grid searched per mode: weight name → values (the others stay at their defaults).
+#: Every rule of fusion has 0 among its values, which turns it off: each fold chooses which
+#: rules to use, not only how much, from the other conversations alone.
 GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {
     "hybrid": {
         "keyword": (0.3, 0.4, 0.5),
-        "answer_of_question": (0.2, 0.4, 0.6),
-        "question_penalty": (0.1, 0.2, 0.3),
-        "time": (0.3, 0.5, 0.7),
+        "answer_of_question": (0.0, 0.3, 0.6),
+        "question_penalty": (0.0, 0.2),
+        "time": (0.0, 0.3, 0.6),
+        "when": (0.0, 0.15, 0.3),
         "when_keyword": (0.4, 0.6, 0.8, 1.0),
     },
     "keyword": {
@@ -73,9 +78,9 @@ GRIDS: dict[RetrievalMode, dict[str, tuple[Any, ...]]] = {
         "when": (0.0, 0.15, 0.3),
     },
     "dense": {
-        "answer_of_question": (0.2, 0.4, 0.6),
-        "question_penalty": (0.1, 0.2, 0.3),
-        "time": (0.3, 0.5, 0.7),
+        "answer_of_question": (0.0, 0.3, 0.6),
+        "question_penalty": (0.0, 0.2),
+        "time": (0.0, 0.3, 0.6),
         "when": (0.0, 0.15, 0.3),
     },
 }
@@ -89,6 +94,15 @@ class Asked:
     category: str
     evidence: set[int]
     candidates: Candidates
+
+
+@dataclass
+class Timings:
+    """Per-question times, in ms: retrieval to ``depth`` items, and the query's embedding."""
+
+    depth: int
+    retrieval: list[float] = field(default_factory=list)
+    embedding: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -129,11 +143,17 @@ class CrossValReport:
         hybrid_against: Mode → the hybrid compared with it, per fold then pooled
             (:class:`Paired`; when the hybrid and that mode are both measured).
         defaults: The shipped default weights.
+        backend: The stores the run used (:func:`.stores.backend_name`).
+
+    Each held-out table's ``latency_ms`` is the time of one retrieval (gathering the
+    candidates and ranking them, what :meth:`MemorySearch.find` does) and ``embedding_ms``
+    that of embedding the question alone, timed right before it.
     """
 
     path: str
     ks: tuple[int, ...]
     scope: EvalScope = "conversation"
+    backend: str = backend_name(None)
     held_out: dict[str, RecallTable] = field(default_factory=dict)
     folds: dict[str, list[FoldResult]] = field(default_factory=dict)
     whole_file: dict[str, RecallTable] = field(default_factory=dict)
@@ -151,11 +171,14 @@ class CrossValReport:
                     c: {str(k): v for k, v in row.items()} for c, row in t.per_category.items()
                 },
                 "questions": t.questions,
+                "latency_ms": t.latency_ms,
+                "embedding_ms": t.embedding_ms,
             }
 
         return {
             "path": self.path,
             "scope": self.scope,
+            "backend": self.backend,
             "held_out": {mode: table(t) for mode, t in self.held_out.items()},
             "whole_file": {mode: table(t) for mode, t in self.whole_file.items()},
             "folds": {
@@ -315,15 +338,29 @@ def gather_questions(
     scope: EvalScope,
     notify: EvalProgress,
     stage: str,
+    timings: Timings | None = None,
 ) -> list[Asked]:
-    """Every question of ``samples`` with its candidates, gathered once (the chat's search)."""
+    """Every question of ``samples`` with its candidates, gathered once (the chat's search).
+
+    With ``timings``, each question is also embedded alone and timed, then its retrieval
+    (gathering and ranking with the shipped weights, as :meth:`MemorySearch.find` does).
+    """
     asked: list[Asked] = []
     total = sum(len(s.questions) for s in samples)
+    tier3 = manager.tier3
     for sample in samples:
         for question in sample.questions:
+            if timings is not None and tier3 is not None:
+                t0 = time.perf_counter()
+                tier3.embed_query(question.question)
+                timings.embedding.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
             candidates = manager.memory_search.gather(
                 question.question, user_id=EVAL_USER, conversation_id=searched(sample, scope)
             )
+            if timings is not None:
+                candidates.rank(manager.memory_search.settings.weights, timings.depth)
+                timings.retrieval.append((time.perf_counter() - t0) * 1000)
             asked.append(
                 Asked(
                     sample.sample_id,
@@ -344,6 +381,7 @@ def cross_validate_locomo(
     scope: EvalScope = "conversation",
     settings: MemorySettings | None = None,
     progress: EvalProgress | None = None,
+    postgres_url: str | None = None,
 ) -> CrossValReport:
     """Leave-one-conversation-out cross-validation of the fusion weights.
 
@@ -355,9 +393,12 @@ def cross_validate_locomo(
             of the file (``"user"``); folds are held out by conversation either way.
         settings: Embedding and tier-3 settings (the stores go to a temporary folder).
         progress: Told of each stage's progress.
+        postgres_url: Run on PostgreSQL + pgvector instead: a scratch database on this
+            server, dropped afterwards (:func:`.stores.scratch_database`).
 
     Returns:
-        Held-out and whole-file recall per mode, and the weights each fold chose.
+        Held-out and whole-file recall per mode, the weights each fold chose, and the
+        retrieval and embedding times of the held-out questions.
 
     Raises:
         InvalidInputError: If the file is not LoCoMo-format JSON.
@@ -371,20 +412,29 @@ def cross_validate_locomo(
     if len(samples) < 2:
         raise ValueError("cross-validation needs at least two conversations")
     notify = progress or (lambda _stage, _done, _total: None)
-    report = CrossValReport(path=str(path), ks=ks, scope=scope)
+    report = CrossValReport(path=str(path), ks=ks, scope=scope, backend=backend_name(postgres_url))
     defaults = FusionWeights()
     report.defaults = {m: _changed(defaults, m) for m in modes}
     held: dict[str, list[dict[int, float]]] = {}
-    with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
+    with ingested(samples, settings, notify, report.seconds, postgres_url=postgres_url) as (
+        manager,
+        numbers,
+    ):
         saved = manager.retrieval
         for mode in modes:
             manager.retrieval = replace(saved, mode=mode)
+            timings = Timings(max(ks))
             asked = gather_questions(
-                manager, samples, numbers, scope=scope, notify=notify, stage=f"gathering ({mode})"
-            )
+                manager, samples, numbers, scope=scope, notify=notify,
+                stage=f"gathering ({mode})", timings=timings,
+            )  # fmt: skip
             tune_start = time.perf_counter()
             held[mode], report.folds[mode] = _cross_validate(asked, mode, ks)
             report.held_out[mode] = _pooled(asked, held[mode], ks)
+            report.held_out[mode].latency_ms = latency_summary(timings.retrieval)
+            report.held_out[mode].embedding_ms = (
+                latency_summary(timings.embedding) if timings.embedding else {}
+            )
             report.whole_file[mode] = _pooled(asked, _recalls(asked, defaults, ks), ks)
             report.seconds[f"tune_{mode}"] = round(time.perf_counter() - tune_start, 2)
         manager.retrieval = saved
@@ -407,7 +457,7 @@ def format_crossval(report: CrossValReport) -> str:
     ks = report.ks
     lines = [
         f"LoCoMo leave-one-conversation-out cross-validation: {report.path}",
-        f"  each question searched {SCOPE_WORDS[report.scope]}",
+        f"  each question searched {SCOPE_WORDS[report.scope]}; stores: {report.backend}",
     ]
     for title, tables in (
         ("held-out folds (weights chosen on the other conversations)", report.held_out),
@@ -422,6 +472,12 @@ def format_crossval(report: CrossValReport) -> str:
             lines.append(
                 f"      {fold.conversation:<10}{fold.questions:>5}  {recall}  {fold.weights}"
             )
+        spread = " ".join(
+            f"{min(f.recall[k] for f in folds):5.1f}-{max(f.recall[k] for f in folds):<5.1f}"
+            for k in ks
+        )
+        lines.append(f"      {'spread':<10}{'':>5}  {spread}  (lowest-highest fold)")
+    lines += latency_lines(report.held_out)
     for mode, compared in report.hybrid_against.items():
         lines.append(
             f"  hybrid against {mode}, held out: questions where the hybrid finds more / fewer"

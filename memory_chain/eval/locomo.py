@@ -1,13 +1,14 @@
 """LoCoMo retrieval recall: how many of the turns that answer a question memory finds.
 
-Each conversation of a LoCoMo-format file is written into a fresh temporary store through
-the normal write path (:meth:`MemoryManager.add_turns`, one call per session, the first
-speaker as ``user`` and the second as ``assistant``, ``"<speaker>: <text>"`` as content and
-the session's date as timestamp), tier 3 is filled by the usual indexer, and every
-non-adversarial question is asked through :meth:`MemoryManager.find`: the retrieval the chat
-uses, in the chosen mode. Recall@k of a question is the fraction of its evidence turns among
-the first k results; the figures are means over questions, in percent, overall and per
-category.
+Each conversation of a LoCoMo-format file is written into fresh scratch stores (SQLite and
+the embedded vector index in a temporary folder, or a scratch PostgreSQL + pgvector
+database: :mod:`.stores`) through the normal write path (:meth:`MemoryManager.add_turns`,
+one call per session, the first speaker as ``user`` and the second as ``assistant``,
+``"<speaker>: <text>"`` as content and the session's date as timestamp), tier 3 is filled
+by the usual indexer, and every non-adversarial question is asked through
+:meth:`MemoryManager.find`: the retrieval the chat uses, in the chosen mode. Recall@k of a
+question is the fraction of its evidence turns among the first k results; the figures are
+means over questions, in percent, overall and per category.
 
 A question searches its own conversation (``scope="conversation"``, the default and the
 figures the fusion was tuned on), or, like a chat with its default settings, every
@@ -23,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -42,6 +42,7 @@ from memory_chain.eval.locomo_data import (
     LocomoSample,
     load_locomo,
 )
+from memory_chain.eval.stores import analyze, backend_name, scratch_settings
 from memory_chain.manager import MemoryManager
 from memory_chain.retrieval import RetrievalMode
 from memory_chain.schemas import MemoryItem, NewTurn
@@ -89,6 +90,7 @@ class LocomoReport:
     turns: int
     repairs: EvidenceRepairs
     scope: EvalScope = "conversation"
+    backend: str = backend_name(None)
     results: dict[str, RecallTable] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -98,6 +100,7 @@ class LocomoReport:
         return {
             "path": self.path,
             "scope": self.scope,
+            "backend": self.backend,
             "recall": {str(k): v for k, v in first.recall.items()} if first else {},
             "modes": {
                 mode: {
@@ -187,24 +190,18 @@ def ingested(
     seconds: dict[str, float],
     *,
     user_of: Callable[[LocomoSample], str] = lambda _sample: EVAL_USER,
+    postgres_url: str | None = None,
 ) -> Iterator[tuple[MemoryManager, dict[str, dict[str, int]]]]:
-    """A manager over a fresh temporary store holding ``samples``, tier 3 filled.
+    """A manager over fresh scratch stores holding ``samples``, tier 3 filled.
 
-    Yields the manager and, per sample, dia_id → turn number; ``seconds`` gets the time the
-    stores took (``store``, ``embed``). Every sample belongs to ``user_of(sample)``.
+    The stores are a temporary SQLite file and embedded vector index, or, with
+    ``postgres_url``, a scratch database on that PostgreSQL server with tier 3 in pgvector
+    (:func:`.stores.scratch_settings`). Yields the manager and, per sample, dia_id → turn
+    number; ``seconds`` gets the time the stores took (``store``, ``embed``). Every sample
+    belongs to ``user_of(sample)``. PostgreSQL's tables are analyzed once filled, as
+    autovacuum would on a running server (:func:`.stores.analyze`).
     """
-    base = settings or MemorySettings()
-    with tempfile.TemporaryDirectory(prefix="memory-chain-eval-") as folder:
-        scratch = base.model_copy(
-            update={
-                "data_dir": Path(folder),
-                "database_url": None,
-                "sqlite_database_path": None,
-                "qdrant_url": None,
-                "qdrant_host": None,
-                "memory_tier3_enabled": True,
-            }
-        )
+    with scratch_settings(settings or MemorySettings(), postgres_url) as scratch:
         services = open_services(scratch)
         try:
             started = time.perf_counter()
@@ -218,6 +215,7 @@ def ingested(
             assert tier3 is not None
             embed_start = time.perf_counter()
             tier3.drain(progress=lambda done, total: notify("embedding", done, total))
+            analyze(services.engine)
             seconds["embed"] = round(time.perf_counter() - embed_start, 2)
             yield manager, numbers
         finally:
@@ -234,6 +232,7 @@ def evaluate_locomo(
     max_conversations: int | None = None,
     max_questions: int | None = None,
     progress: EvalProgress | None = None,
+    postgres_url: str | None = None,
 ) -> LocomoReport:
     """Measure Recall@k of memory retrieval on a LoCoMo-format file.
 
@@ -248,6 +247,8 @@ def evaluate_locomo(
         max_conversations: Evaluate only the first conversations (a CI slice).
         max_questions: Ask at most this many questions per conversation.
         progress: Told of each stage's progress.
+        postgres_url: Run on PostgreSQL + pgvector instead: a scratch database on this
+            server, dropped afterwards (:func:`.stores.scratch_database`).
 
     Returns:
         The report.
@@ -265,9 +266,13 @@ def evaluate_locomo(
         turns=sum(len(sample.turns) for sample in samples),
         repairs=repairs,
         scope=scope,
+        backend=backend_name(postgres_url),
     )
     notify = progress or (lambda _stage, _done, _total: None)
-    with ingested(samples, settings, notify, report.seconds) as (manager, numbers):
+    with ingested(samples, settings, notify, report.seconds, postgres_url=postgres_url) as (
+        manager,
+        numbers,
+    ):
         for mode in modes:
             ask_start = time.perf_counter()
             report.results[mode] = _ask(

@@ -29,21 +29,10 @@ def recall_lines(tables: Mapping[str, RecallTable], ks: Sequence[int]) -> list[s
     return lines
 
 
-def format_report(report: LocomoReport) -> str:
-    """Recall@k per mode, overall and per category, then latency, repairs and timings."""
-    ks = report.ks
-    lines = [
-        f"LoCoMo retrieval recall: {report.path}",
-        f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
-        f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
-        f"evidence {report.repairs.questions_without_evidence}",
-        f"  each question searched {SCOPE_WORDS[report.scope]}",
-        *recall_lines(report.results, ks),
-    ]
-    lines.append(
-        "  per-question retrieval, ms (and embedding the question alone, timed before it):"
-    )
-    for mode, table in report.results.items():
+def latency_lines(tables: Mapping[str, RecallTable]) -> list[str]:
+    """Each mode's per-question retrieval time beside embedding the question alone."""
+    lines = ["  per-question retrieval, ms (and embedding the question alone, timed before it):"]
+    for mode, table in tables.items():
         latency, embedding = table.latency_ms, table.embedding_ms
         line = (
             f"    {mode:<22} p50 {latency['p50']:.2f}  p95 {latency['p95']:.2f}  "
@@ -55,6 +44,21 @@ def format_report(report: LocomoReport) -> str:
                 f"(retrieval p95 / embedding p95 {latency['p95'] / embedding['p95']:.2f})"
             )
         lines.append(line)
+    return lines
+
+
+def format_report(report: LocomoReport) -> str:
+    """Recall@k per mode, overall and per category, then latency, repairs and timings."""
+    ks = report.ks
+    lines = [
+        f"LoCoMo retrieval recall: {report.path}",
+        f"  {report.conversations} conversations, {report.turns} turns; evidence ids repaired "
+        f"{report.repairs.repaired}, skipped {report.repairs.skipped}; questions left without "
+        f"evidence {report.repairs.questions_without_evidence}",
+        f"  each question searched {SCOPE_WORDS[report.scope]}; stores: {report.backend}",
+        *recall_lines(report.results, ks),
+        *latency_lines(report.results),
+    ]
     timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in report.seconds.items())
     lines.append(f"  time: {timings}")
     return "\n".join(lines)

@@ -16,8 +16,9 @@ Fusion Functions for Hybrid Retrieval", 2023):
   a question is rarely what the user is looking for, its answer is. A turn whose previous
   turn asks something gets ``answer_of_question`` times that question's cosine, and a turn
   that asks something loses ``question_penalty`` of its own.
-- ``in_window`` is 1 for a turn inside a time window the query names
-  (:mod:`.timeframes`), extended by ``time_slack``.
+- ``in_window`` is 1 for a turn said inside a time window the query names
+  (:mod:`.timeframes`), extended by ``time_slack``, or that tells of something that
+  happened in it ("yesterday", said the day after; :func:`.timeframes.mentioned_windows`).
 - A query that asks *when* prefers turns that say when something happened
   (:func:`.timeframes.asks_when`, :func:`.timeframes.mentions_time`), and leans on keyword
   search (``a`` is ``when_keyword`` for it): such a question names its event in the words
@@ -35,10 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from memory_chain.retrieval.timeframes import TimeWindow, mentions_time
+from memory_chain.retrieval.timeframes import TimeWindow, mentioned_windows, mentions_time
 from memory_chain.schemas import MemoryItem
 
 
@@ -88,6 +89,8 @@ class Candidate:
         keyword: Its BM25 score, when keyword search found it.
         cosine: The query's cosine with its vector, when it has one.
         question_before: The cosine of the turn before it, when that turn is a question.
+        mentions: When what it tells happened (:func:`.timeframes.mentioned_windows`), read
+            the first time a query names a time and kept for the next rankings.
     """
 
     item: MemoryItem
@@ -95,6 +98,7 @@ class Candidate:
     keyword: float | None = None
     cosine: float | None = None
     question_before: float | None = None
+    mentions: list[TimeWindow] | None = None
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -111,8 +115,16 @@ def item_key(item: MemoryItem) -> tuple[Any, ...]:
     return (item.kind, item.conversation_id, item.turn_number, item.content)
 
 
-def _in_window(moment: datetime, windows: Sequence[TimeWindow], slack: timedelta) -> bool:
-    return any(window.contains(moment, after=slack) for window in windows)
+def _in_window(candidate: Candidate, windows: Sequence[TimeWindow], slack: timedelta) -> bool:
+    """Whether the turn was said in a window (or ``slack`` after it), or tells of one."""
+    said = candidate.item.timestamp
+    if any(window.contains(said, after=slack) for window in windows):
+        return True
+    if candidate.mentions is None:
+        candidate.mentions = mentioned_windows(candidate.item.content, said)
+    return any(
+        window.overlaps(told.start, told.end) for window in windows for told in candidate.mentions
+    )
 
 
 def _semantic(candidate: Candidate, floor: float, weights: FusionWeights) -> float:
@@ -168,7 +180,7 @@ def score_candidates(
             score += a * (candidate.keyword or 0.0) / best_turn
         if semantic:
             score += b * _semantic(candidate, floor, weights)
-        if windows and _in_window(candidate.item.timestamp, windows, weights.time_slack):
+        if windows and _in_window(candidate, windows, weights.time_slack):
             score += weights.time
         if asks_when and mentions_time(candidate.item.content):
             score += weights.when

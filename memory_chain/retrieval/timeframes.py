@@ -11,8 +11,15 @@ Recognized, case-insensitive, English:
 - a month: ``November 2022``, and a month alone after *in*, *during*, *early*, *mid*,
   *late* or *since* (``in June``: June of any year);
 - a year after *in*, *during*, *since* or *of* (``in 2023``);
-- relative to ``now``: ``today``, ``yesterday``, ``this``/``last`` ``week``/``month``/``year``,
-  ``N days|weeks|months|years ago`` (numbers as digits or one to twelve in words).
+- relative to ``now``: ``today``, ``yesterday``, ``tonight``, ``tomorrow``, ``last night``,
+  ``this``/``last``/``next`` ``week``/``month``/``year``, a weekday (``last Friday``, ``on
+  Monday``: the latest one before ``now``; ``next Friday``: the first one after), the
+  ``weekend``, ``N days|weeks|months|years ago`` (or ``back``; numbers as digits or one to
+  twelve in words; "a few", "a couple of", "several" reach a unit further either side).
+
+The same expressions in a *turn* say when what it tells happened, counted from when the turn
+was said (:func:`mentioned_windows`): "I went to the support group yesterday", said on
+8 May 2023, is about 7 May 2023, and a query about 7 May finds it whichever day it was said.
 
 A window ends ``after`` later than the expression's own end: what happened on a day is often
 mentioned in the days that follow it.
@@ -74,8 +81,17 @@ _NUMBER_WORDS = {
         start=1,
     )
 }
-_COUNT = r"(\d{1,3}|a|an|" + "|".join(_NUMBER_WORDS) + r")"
+#: Counts that are not exact ("a few days ago"): how many, and how far either side they reach.
+_ABOUT = {"a couple of": 2, "couple of": 2, "a few": 3, "few": 3, "several": 3}
+_COUNT = (
+    r"(\d{1,3}|"
+    + "|".join(sorted(_ABOUT, key=len, reverse=True))
+    + r"|a|an|"
+    + "|".join(_NUMBER_WORDS)
+    + r")"
+)
 _UNIT = r"(day|week|month|year)s?"
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("iso", re.compile(rf"\b{_YEAR}-(\d{{2}})-(\d{{2}})\b")),
     ("day-month-year", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I)),
@@ -83,10 +99,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("month-year", re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I)),
     ("year", re.compile(rf"\b(?:in|during|since|of)\s+{_YEAR}\b", re.I)),
     ("month", re.compile(rf"\b(?:in|during|since|early|mid|late)\s+{_MONTH}(?!\w)", re.I)),
-    ("ago", re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+ago\b", re.I)),
-    ("this-last", re.compile(r"\b(this|last|past)\s+(week|month|year)\b", re.I)),
-    ("day-word", re.compile(r"\b(today|yesterday)\b", re.I)),
+    ("ago", re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back)\b", re.I)),
+    ("weekend", re.compile(r"\b(?:(this|last|past|next|the)\s+)?weekend\b", re.I)),
+    ("this-last", re.compile(r"\b(this|last|past|next)\s+(week|month|year)\b", re.I)),
+    ("weekday", re.compile(rf"\b(?:(last|this|next|on)\s+)?({'|'.join(_WEEKDAYS)})\b", re.I)),
+    ("day-word", re.compile(r"\b(today|yesterday|tonight|tomorrow|last night)\b", re.I)),
 )
+_RELATIVE = {"ago", "weekend", "this-last", "weekday", "day-word"}
 _DAY_SPAN = timedelta(days=1)
 
 
@@ -113,6 +132,17 @@ class TimeWindow:
             shifted = moment - after
             return self.month in (moment.month, shifted.month)
         return self.start <= moment < self.end + after
+
+    def overlaps(self, start: datetime, end: datetime) -> bool:
+        """Whether the span ``[start, end)`` (aware) shares an instant with the window."""
+        if self.month is not None:
+            moment = start
+            while moment < end:  # a month at a time: at most 13 steps for a year's span
+                if moment.month == self.month:
+                    return True
+                moment = _month_span(moment.year, moment.month)[1]
+            return False
+        return start < self.end and self.start < end
 
     def bounds(self, *, after: timedelta = timedelta(0)) -> tuple[datetime, datetime] | None:
         """``(since, until)`` for a timestamp filter, or ``None`` for a month of any year."""
@@ -160,17 +190,56 @@ def _units_ago(count: int, unit: str, today: datetime) -> tuple[datetime, dateti
 _PAST = {"week": timedelta(weeks=1), "month": timedelta(days=31), "year": timedelta(days=366)}
 
 
+_DAYS_BACK = {"today": 0, "tonight": 0, "yesterday": 1, "last night": 1, "tomorrow": -1}
+
+
+def _weekday(which: str, name: str, today: datetime) -> tuple[datetime, datetime]:
+    """The day called ``name``: the latest before ``today``, or with *next* the first after."""
+    target = _WEEKDAYS.index(name)
+    if which == "next":
+        ahead = (target - today.weekday()) % 7 or 7
+        start = today + ahead * _DAY_SPAN
+    elif which == "this":  # the one of this week, Monday to Sunday
+        start = today + (target - today.weekday()) * _DAY_SPAN
+    else:
+        back = (today.weekday() - target) % 7 or 7
+        start = today - back * _DAY_SPAN
+    return start, start + _DAY_SPAN
+
+
+def _weekend(which: str, today: datetime) -> tuple[datetime, datetime]:
+    """Saturday and Sunday: the coming (or current) ones for *this*/*next*, else the last."""
+    saturday = today + (5 - today.weekday()) * _DAY_SPAN  # this week's
+    if which == "next" and today.weekday() >= 5:
+        saturday += timedelta(weeks=1)
+    elif which not in {"this", "next"} and today.weekday() < 5:
+        saturday -= timedelta(weeks=1)
+    return saturday, saturday + 2 * _DAY_SPAN
+
+
+def _ago(count: str, unit: str, today: datetime) -> tuple[datetime, datetime]:
+    if count in _ABOUT:  # "a few weeks ago": from a unit before to a unit after
+        start, _ = _units_ago(_ABOUT[count] + 1, unit, today)
+        _, end = _units_ago(_ABOUT[count] - 1, unit, today)
+        return start, end
+    return _units_ago(_count(count), unit, today)
+
+
 def _relative(kind: str, groups: tuple[str, ...], now: datetime) -> tuple[datetime, datetime]:
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if kind == "day-word":
-        return _units_ago(0 if groups[0].lower() == "today" else 1, "day", today)
+        return _units_ago(_DAYS_BACK[" ".join(groups[0].lower().split())], "day", today)
+    if kind == "weekday":
+        return _weekday((groups[0] or "").lower(), groups[1].lower(), today)
+    if kind == "weekend":
+        return _weekend((groups[0] or "").lower(), today)
     if kind == "ago":
-        return _units_ago(_count(groups[0]), groups[1].lower(), today)
+        return _ago(" ".join(groups[0].lower().split()), groups[1].lower(), today)
     which, unit = groups[0].lower(), groups[1].lower()
     if which == "past":
         # "the past week/month/year": the span up to now.
         return now - _PAST[unit], now + _DAY_SPAN
-    return _units_ago(0 if which == "this" else 1, unit, today)
+    return _units_ago({"this": 0, "last": 1, "next": -1}[which], unit, today)
 
 
 def _absolute(kind: str, groups: tuple[str, ...]) -> tuple[datetime, datetime] | int:
@@ -217,7 +286,7 @@ def time_windows(query: str, *, now: datetime | None) -> list[TimeWindow]:
     for kind, match in _matches(query):
         groups = match.groups()
         try:
-            if kind in {"ago", "this-last", "day-word"}:
+            if kind in _RELATIVE:
                 if now is None:
                     continue
                 start, end = _relative(kind, groups, now.astimezone(UTC))
@@ -234,8 +303,39 @@ def time_windows(query: str, *, now: datetime | None) -> list[TimeWindow]:
     return windows
 
 
+def mentioned_windows(text: str, said_at: datetime) -> list[TimeWindow]:
+    """When what a turn tells happened, by the time expressions in it.
+
+    Relative expressions count from ``said_at``; a month without a year is that month
+    nearest to ``said_at`` ("in December" said in January is last December).
+
+    Args:
+        text: The turn's text.
+        said_at: When the turn was said (aware).
+
+    Returns:
+        One window per expression; none for a text that names no time.
+    """
+    if not mentions_time(text):
+        return []
+    windows: list[TimeWindow] = []
+    moment = said_at.astimezone(UTC)
+    for found in time_windows(text, now=said_at):
+        if found.month is None:
+            windows.append(found)
+            continue
+        spans = [_month_span(year, found.month) for year in range(moment.year - 1, moment.year + 2)]
+        start, end = min(spans, key=lambda span: abs(span[0] - moment))
+        windows.append(TimeWindow(start, end, text=found.text))
+    return windows
+
+
 _WHEN_QUESTION = re.compile(
-    r"^\W*(?:when|how long ago|(?:on |in )?what (?:date|day|time|year|month|week))\b", re.I
+    r"^\W*(?:when|since when|how long|how old|at what age"
+    r"|how (?:many|much) (?:days|weeks|months|years|time)"
+    r"|(?:on |in |during |by |until )?(?:what|which)"
+    r" (?:date|day|time|year|month|week|weekend|season|period|decade))\b",
+    re.I,
 )
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?:summer|winter|spring|fall|autumn)"
@@ -244,11 +344,15 @@ _SEASON = r"(?:summer|winter|spring|fall|autumn)"
 _WORD_MONTHS = ("may", "march")
 _PLAIN_MONTH = "(?:" + "|".join(m for m in _MONTH_NAMES if m not in _WORD_MONTHS) + ")"
 _WORD_MONTH = "(?:" + "|".join(_WORD_MONTHS) + ")"
+_AMOUNT = r"(?:\d{1,3}|a|an|a few|a couple of|several|many|" + "|".join(_NUMBER_WORDS) + ")"
 _TIME_MENTION = re.compile(  # matched against lower-cased text
-    rf"\b(?:yesterday|today|tonight|tomorrow|recently|ago"
-    rf"|(?:last|this|next) (?:week|weekend|month|year|night|{_SEASON}|{_WEEKDAY})"
+    rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|the other day"
+    rf"|(?:last|this|next|that) (?:week|weekend|month|year|night|{_SEASON}|{_WEEKDAY})"
+    rf"|(?:over|at|on|during) the weekend"
     rf"|{_WEEKDAY}|{_PLAIN_MONTH}|(?:in|on|since|of) {_WORD_MONTH}|{_WORD_MONTH} \d{{1,2}}"
-    rf"|{_YEAR})\b"
+    rf"|(?:for|about|over|almost|nearly) {_AMOUNT} (?:days?|weeks?|months?|years?|decades?)"
+    rf"|{_AMOUNT} (?:days?|weeks?|months?|years?) (?:back|later|earlier|old)"
+    rf"|when i was|at (?:the )?age(?: of)? \d+|{_YEAR})\b"
 )
 
 

@@ -70,6 +70,27 @@ def test_a_turn_in_the_querys_time_window_gets_the_bonus() -> None:
     assert score_candidates([inside], weights=tight, windows=windows)[0] == pytest.approx(0.15)
 
 
+def test_a_turn_that_tells_of_the_querys_time_gets_the_bonus_whenever_it_was_said() -> None:
+    # Said on 20 May 2023, "two weeks ago" is the week of 1-7 May: 13 days after 7 May, past
+    # the slack, the turn counts by what it tells, not by when it was said.
+    told = Candidate(
+        turn(1, "Two weeks ago we adopted a puppy.", when=datetime(2023, 5, 20, tzinfo=UTC)),
+        ["tier3"],
+        cosine=0.2,
+    )
+    silent = Candidate(
+        turn(2, "We adopted a puppy.", when=datetime(2023, 5, 20, tzinfo=UTC)),
+        ["tier3"],
+        cosine=0.2,
+    )
+    windows = time_windows("What did we do on 7 May 2023?", now=None)
+    scores = score_candidates([told, silent], weights=W, windows=windows)
+    assert scores[0] == pytest.approx(scores[1] + W.time)
+    assert told.mentions is not None  # read once, kept
+    assert len(told.mentions) == 1
+    assert score_candidates([told], weights=W, windows=windows)[0] == pytest.approx(scores[0])
+
+
 def test_a_query_asking_when_prefers_turns_that_say_when() -> None:
     dated = Candidate(turn(1, "We adopted Luna two weeks ago."), cosine=0.4)
     undated = Candidate(turn(2, "Luna loves the park."), cosine=0.45)

@@ -6,7 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_chain.retrieval.timeframes import asks_when, mentions_time, time_windows
+from memory_chain.retrieval.timeframes import (
+    asks_when,
+    mentioned_windows,
+    mentions_time,
+    time_windows,
+)
 
 NOW = datetime(2024, 3, 13, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -122,4 +127,83 @@ def test_questions_that_ask_when(query: str, expected: bool) -> None:
     ],
 )
 def test_texts_that_say_when(text: str, expected: bool) -> None:
+    assert mentions_time(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("query", "span"),
+    [
+        ("What did I do last Friday?", ("2024-03-08", "2024-03-09")),
+        ("the call on Monday", ("2024-03-11", "2024-03-12")),
+        ("What is on next Monday?", ("2024-03-18", "2024-03-19")),
+        ("and this Sunday", ("2024-03-17", "2024-03-18")),
+        ("what we did last weekend", ("2024-03-09", "2024-03-11")),
+        ("plans for this weekend", ("2024-03-16", "2024-03-18")),
+        ("where I went last night", ("2024-03-12", "2024-03-13")),
+        ("the dinner tomorrow", ("2024-03-14", "2024-03-15")),
+        ("the trip next month", ("2024-04-01", "2024-05-01")),
+        ("two weeks back", ("2024-02-26", "2024-03-04")),
+        # Not exact: a unit either side, 2 to 4 days back.
+        ("a few days ago", ("2024-03-09", "2024-03-12")),
+        ("a couple of months ago", ("2023-12-01", "2024-03-01")),
+    ],
+)
+def test_more_relative_expressions(query: str, span: tuple[str, str]) -> None:
+    assert _spans(query) == [span]
+
+
+def test_a_turn_tells_when_counted_from_when_it_was_said() -> None:
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+    (told,) = mentioned_windows("I went to a LGBTQ support group yesterday.", said)
+    assert (told.start.date().isoformat(), told.end.date().isoformat()) == (
+        "2023-05-07",
+        "2023-05-08",
+    )
+    # A month without a year is the one nearest to when it was said.
+    (december,) = mentioned_windows("We married in December.", datetime(2023, 1, 20, tzinfo=UTC))
+    assert december.start == datetime(2022, 12, 1, tzinfo=UTC)
+    assert december.month is None
+    assert mentioned_windows("I love painting sunsets.", said) == []
+
+
+def test_a_window_overlaps_a_span() -> None:
+    (day,) = time_windows("on 7 May 2023", now=NOW)
+    week = (datetime(2023, 5, 1, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC))
+    assert day.overlaps(*week)
+    assert not day.overlaps(datetime(2023, 5, 8, tzinfo=UTC), datetime(2023, 5, 9, tzinfo=UTC))
+    (june,) = time_windows("in June", now=NOW)
+    assert june.overlaps(datetime(2021, 5, 20, tzinfo=UTC), datetime(2021, 6, 2, tzinfo=UTC))
+    assert not june.overlaps(datetime(2021, 7, 1, tzinfo=UTC), datetime(2022, 5, 1, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("How long has Sam been learning piano?", True),
+        ("Which month did we go to Italy?", True),
+        ("In which year did she graduate?", True),
+        ("How many weeks passed between the two adoptions?", True),
+        ("At what age did you start skiing?", True),
+        ("Which book did you like most?", False),
+        ("How many dogs do you have?", False),
+    ],
+)
+def test_more_questions_that_ask_when(query: str, expected: bool) -> None:
+    assert asks_when(query) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I've been painting for seven years now.", True),
+        ("Saw her the other day at the market.", True),
+        ("We met a couple of weeks back.", True),
+        ("When I was a kid I loved trains.", True),
+        ("I started at age 12.", True),
+        ("Over the weekend we fixed the roof.", True),
+        ("During the week I work late.", False),  # every week
+        ("It takes two days to dry.", False),
+    ],
+)
+def test_more_texts_that_say_when(text: str, expected: bool) -> None:
     assert mentions_time(text) is expected

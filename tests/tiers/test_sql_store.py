@@ -228,10 +228,9 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
     turn_hits = [h for h in hits if h.kind == "turn"]
     summary_hits = [h for h in hits if h.kind == "summary"]
     assert {h.turn_number for h in turn_hits[:2]} == {1, 2}
-    # On SQLite a turn is also found, ranked lower, by its previous turn's words (turn 3
-    # follows the answer about FastAPI; migration 0003).
-    expected_tail = [3] if store.engine.dialect.name == "sqlite" else []
-    assert [h.turn_number for h in turn_hits[2:]] == expected_tail
+    # A turn is also found, ranked lower, by its previous turn's words (turn 3 follows the
+    # answer about FastAPI; migrations 0003 and, on PostgreSQL, 0012).
+    assert [h.turn_number for h in turn_hits[2:]] == [3]
     assert all(h.conversation_id == "c1" for h in hits)
     assert [h.turn_range for h in summary_hits] == [(1, 3)]
     assert all(a.score >= b.score for a, b in itertools.pairwise(turn_hits))
@@ -241,13 +240,12 @@ def test_keyword_search_ranks_turns_and_summaries(store: SQLStore) -> None:
         ("c1", 1),
         ("c1", 2),
         ("c2", 1),
-    } | ({("c1", 3)} if expected_tail else set())
-    # Stemming: "frameworks" finds "framework" (FTS5 porter / PostgreSQL english). On SQLite
-    # the turns around it are found too, by their neighbour's words: the turn after it
-    # (context, migration 0003) above the turn before it (next, at half that weight, 0004).
+    } | {("c1", 3)}
+    # Stemming: "frameworks" finds "framework" (FTS5 porter / PostgreSQL english). The turns
+    # around it are found too, by their neighbour's words: the turn after it (the previous
+    # turn's words, weight 1) above the turn before it (the next turn's, ½).
     framework = store.search("frameworks", user_id="u", kinds=("turn",))
-    neighbours = [3, 1] if expected_tail else []
-    assert [h.turn_number for h in framework] == [2, *neighbours]
+    assert [h.turn_number for h in framework] == [2, 3, 1]
     assert store.search("lisbon", user_id="u", limit=1, kinds=("turn",))[0].turn_number == 3
 
 

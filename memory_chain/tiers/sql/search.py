@@ -2,15 +2,23 @@
 
 A query is reduced to its words (letters and digits) before it reaches the database, so
 FTS/``tsquery``/``LIKE`` metacharacters in user input are never interpreted. Words are OR-ed
-and ranked (BM25 on SQLite, ``ts_rank_cd`` on PostgreSQL, matched-word count for LIKE), so a
-question such as "what did we say about FastAPI?" finds turns that mention FastAPI.
-Scores are "higher is better" in every backend.
+and ranked, so a question such as "what did we say about FastAPI?" finds turns that mention
+FastAPI. Scores are "higher is better" in every backend.
 
-On SQLite, query words that occur in at least half of the indexed rows are dropped before the
-search (:class:`.term_stats.TermStats`): FTS5's BM25 clamps their IDF to ~0, so they change no
-ranking, yet scoring them reads their whole posting lists (bm25() counts every row that
-contains each query word, in the whole index, on every query). A query of such words only finds
-the rows that contain any of them, newest first, unranked (score 0).
+Turns are ranked alike on both databases: BM25 (k1 = 1.2, b = 0.75) over the turn's own
+words (weight 2), the previous turn's (1) and the next turn's (½), so that an answer is found
+by the question it answers and a question by its answer. SQLite computes it with FTS5's
+``bm25()`` (migrations 0003, 0004); PostgreSQL from the turn's document in
+``conversation_turns_fts`` (its lexemes, their weights and the document's length, migration
+0012) and the words' document frequencies (:meth:`.term_stats.TermStats.bm25`), in SQL.
+Summaries are ranked by BM25 on SQLite and ``ts_rank_cd`` on PostgreSQL; LIKE (SQLite
+without FTS5) counts the words a row contains.
+
+Query words that occur in at least half of the indexed rows are dropped before the search
+(:class:`.term_stats.TermStats`): BM25 clamps their IDF to ~0, so they change no ranking, yet
+scoring them reads their whole posting lists (bm25() counts every row that contains each query
+word, in the whole index, on every query). A query of such words only finds the rows that
+contain any of them, newest first, unranked (score 0).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 from sqlalchemy import TIMESTAMP, Connection, TextualSelect, bindparam, text
 
 from memory_chain.schemas import KeywordHit, as_utc
+from memory_chain.tiers.sql.pg_terms import Bm25Terms
 from memory_chain.tiers.sql.rows import client_id
 from memory_chain.tiers.sql.term_stats import (
     SEARCHED,
@@ -101,10 +110,17 @@ def _typed(kind: Kind, sql: str, *, typed: bool = True) -> TextualSelect:
     return statement.columns(**{_TIME_COLUMN[kind]: TIMESTAMP}) if typed else statement.columns()
 
 
+#: How much an occurrence of a query word counts in a turn's BM25 term frequency: in the
+#: turn's own words, in the previous turn's (migration 0003) and in the next turn's (0004).
+#: The same on both databases: PostgreSQL stores the weighted frequencies (migration 0012,
+#: which must change with these).
+TURN_PART_WEIGHTS = (2.0, 1.0, 0.5)
 #: The bm25() weights of each kind's FTS5 columns, in column order: a turn's own words, its
-#: scope tokens (never ranked), the previous turn's words (migration 0003) and the next turn's
-#: (migration 0004).
-_BM25_WEIGHTS: dict[Kind, str] = {"turn": "2.0, 0.0, 1.0, 0.5", "summary": "1.0, 0.0"}
+#: scope tokens (never ranked), the previous turn's words and the next turn's.
+_BM25_WEIGHTS: dict[Kind, str] = {
+    "turn": "{}, 0.0, {}, {}".format(*TURN_PART_WEIGHTS),
+    "summary": "1.0, 0.0",
+}
 
 
 def _sqlite_fts(
@@ -156,6 +172,66 @@ def _sqlite_fts(
         f"WHERE {keep}{scope} ORDER BY m.score DESC, t.id DESC"
     )
     return _typed(kind, sql, typed=columns == hit_columns), {"match": match}
+
+
+#: BM25's parameters, FTS5's: term-frequency saturation and length normalization.
+_K1, _B = 1.2, 0.75
+
+
+def _postgres_turns(
+    words: Sequence[str], terms: Bm25Terms, scope: str, *, columns: str | None = None
+) -> tuple[TextualSelect, dict[str, Any]]:
+    """BM25 over the turns' documents (migration 0012), as FTS5 ranks them on SQLite.
+
+    The matching rows are found by the GIN index on ``document``; each is scored from its
+    ``frequencies`` (one lookup per query lexeme): a lexeme's term frequency is its
+    occurrences in the turn, the previous turn and the next, weighted by
+    :data:`TURN_PART_WEIGHTS`, and its IDF its word's (``terms``, :mod:`.pg_terms`). With
+    no word left to rank (``terms.words`` empty: every word is in half of the rows), the rows
+    containing any of ``words`` come newest first, unranked.
+    """
+    _table, _column, hit_columns = _SOURCES["turn"]
+    columns = columns or hit_columns
+    ranked = list(terms.words)
+    matched = ranked or list(words)
+    params: dict[str, Any] = {f"w{i}": word for i, word in enumerate(matched)}
+    tsquery = " || ".join(
+        f"plainto_tsquery('english'::regconfig, :w{i})" for i in range(len(matched))
+    )
+    found = (
+        "SELECT f.turn_id, f.document, f.length FROM conversation_turns_fts f "
+        "JOIN conversation_turns t ON t.id = f.turn_id "
+        "JOIN conversations c ON c.conversation_id = t.conversation_id, "
+        f"(SELECT {tsquery} AS query) q WHERE f.document @@ q.query{scope}"
+    )
+    if not ranked:
+        sql = (
+            f"WITH m AS ({found}) SELECT {columns}, 0.0 AS score FROM m "
+            "JOIN conversation_turns t ON t.id = m.turn_id ORDER BY t.id DESC LIMIT :limit"
+        )
+        return _typed("turn", sql, typed=columns == hit_columns), params
+    # One term per query lexeme (a word may stem to several, two words to one: each lexeme
+    # counts once), its IDF and its weighted occurrences in the turn and its neighbours,
+    # read once per row (the subquery is kept apart from the score by OFFSET 0: inlined,
+    # each lookup would run twice). Float8 throughout: numeric arithmetic cost as much again.
+    lookups = ["CAST(:k1 AS float8) * (CAST(:b0 AS float8) + CAST(:b AS float8) * f.length "
+               "/ CAST(:average AS float8)) AS k"]  # fmt: skip
+    terms_sum = []
+    for j, (lexeme, idf) in enumerate(terms.lexemes.items()):
+        params.update({f"l{j}": lexeme, f"i{j}": idf})
+        lookups.append(f"coalesce(CAST(f.frequencies -> CAST(:l{j} AS text) AS float8), 0) AS t{j}")
+        terms_sum.append(f"CAST(:i{j} AS float8) * x.t{j} * CAST(:k2 AS float8) / (x.t{j} + x.k)")
+    params.update(average=terms.average_length, k1=_K1, k2=_K1 + 1, b0=1 - _B, b=_B)
+    score = " + ".join(terms_sum) or "0.0"
+    sql = (
+        f"SELECT {columns}, {score} AS score FROM conversation_turns_fts f "
+        "JOIN conversation_turns t ON t.id = f.turn_id "
+        "JOIN conversations c ON c.conversation_id = t.conversation_id "
+        f"CROSS JOIN LATERAL (SELECT {', '.join(lookups)} OFFSET 0) x, "
+        f"(SELECT {tsquery} AS query) q "
+        f"WHERE f.document @@ q.query{scope} ORDER BY score DESC, t.id DESC LIMIT :limit"
+    )
+    return _typed("turn", sql, typed=columns == hit_columns), params
 
 
 def _postgres_fts(
@@ -346,7 +422,10 @@ def _statement(
     """
     dialect = connection.dialect.name
     scope, params = _scope("t", user_id, conversation_id, statuses)
-    if dialect == "postgresql":
+    if dialect == "postgresql" and kind == "turn":
+        terms = (term_stats or TermStats()).bm25(connection, words)
+        statement, extra = _postgres_turns(words, terms, scope, columns=columns)
+    elif dialect == "postgresql":
         statement, extra = _postgres_fts(kind, words, scope, columns=columns)
     elif dialect == "sqlite" and use_fts:
         informative = (

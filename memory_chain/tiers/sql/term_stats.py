@@ -1,8 +1,10 @@
-"""The SQLite FTS5 vocabulary of keyword search, and the word counts it caches.
+"""The full-text vocabulary of keyword search, and the word counts it caches.
 
-Keyword search (:mod:`.search`) ranks with FTS5's BM25 on SQLite. Counting rows in the FTS5
-indexes reads whole posting lists, so the counts are cached: :class:`TermStats` finds the
-query words so common that BM25 ignores them (they are dropped before the search).
+Keyword search (:mod:`.search`) ranks turns with BM25 on both databases: FTS5's own on
+SQLite, computed in SQL from these counts on PostgreSQL (migration 0012). Counting the rows
+that contain a word reads its whole posting list, so the counts are cached:
+:class:`TermStats` finds the query words so common that BM25 ignores them (they are dropped
+before the search) and, on PostgreSQL, gives BM25 its document frequencies.
 :class:`ScopeStats` finds the words common in one user's recent turns (left out of the query
 that semantic search embeds), on any database. :class:`TTLCache` keeps both, and the
 conversation statuses retrieval checks (:mod:`.lifecycle`).
@@ -22,6 +24,7 @@ from sqlalchemy import Connection, text
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.pg_terms import Bm25Terms, bm25_idf, count_terms, estimated_rows
 
 logger = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -111,19 +114,22 @@ class TTLCache(Generic[V]):
 
 
 class TermStats:
-    """Cached document frequencies of query words in the SQLite FTS5 indexes.
+    """Cached document frequencies of query words in the full-text indexes.
 
     Counting the rows that contain a word costs as much as bm25()'s own count (it reads the
     word's posting list), so counts are cached per word for ``ttl`` seconds, ``size`` words
-    at most. The row total is bounded from above by the table's largest rowid (one index
-    lookup): a word is only dropped when its count, at most ``ttl`` seconds old, is at least
-    half that bound, which implies FTS5's own IDF clamp.
+    at most. On SQLite the row total is bounded from above by the table's largest rowid (one
+    index lookup): a word is only dropped when its count, at most ``ttl`` seconds old, is at
+    least half that bound, which implies FTS5's own IDF clamp. On PostgreSQL the rows and
+    their tokens are counted too (:meth:`bm25`).
 
     Args:
         ttl: Seconds a count is reused.
         size: Words kept.
         min_rows: Below this many rows every word is kept (counting would cost more than
             it saves).
+        exact_rows: PostgreSQL: from this many rows, the totals and the most common words'
+            counts are estimated from the planner's statistics (:mod:`.pg_terms`).
         clock: Monotonic time source (tests).
     """
 
@@ -133,10 +139,16 @@ class TermStats:
         ttl: float = 60.0,
         size: int = 4096,
         min_rows: int = 1_000,
+        exact_rows: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.min_rows = min_rows
+        self.exact_rows = exact_rows
         self._cache: TTLCache[int] = TTLCache(ttl=ttl, size=size, clock=clock)
+        # A word's lexemes never change (the text search configuration is fixed).
+        self._lexemes: TTLCache[tuple[str, ...]] = TTLCache(
+            ttl=float("inf"), size=size, clock=clock
+        )
 
     def informative(self, connection: Connection, kind: Kind, words: Sequence[str]) -> list[str]:
         """``words`` without those in at least half of the rows (may be none of them).
@@ -168,6 +180,53 @@ class TermStats:
         if bound < self.min_rows:
             return list(words)
         return [word for word in words if 2 * counts[word] < bound]
+
+    def bm25(self, connection: Connection, words: Sequence[str]) -> Bm25Terms:
+        """PostgreSQL: the IDF of each query word's lexemes over the turns' documents.
+
+        Like FTS5, over every turn of every user (:mod:`.pg_terms`). Words in at least half
+        of the rows are dropped once there are ``min_rows`` rows (BM25 clamps their IDF to
+        ~0, as on SQLite). One statement reads what is not cached, a second one before it
+        when the totals are due (whether the index is past ``exact_rows``).
+        """
+        totals: tuple[Hashable, Hashable] = ("turn-rows", None), ("turn-tokens", None)
+        cached = self._cache.fresh([*totals, *(("turn-pg", word) for word in words)])
+        known = self._lexemes.fresh(words)
+        missing = [w for w in words if ("turn-pg", w) not in cached or w not in known]
+        due = any(key not in cached for key in totals)
+        if missing or due:
+            rows = cached.get(totals[0]) if not due else estimated_rows(connection)
+            counted = count_terms(
+                connection, missing, totals=due, estimate=(rows or 0) >= self.exact_rows
+            )
+            fresh: dict[Hashable, int] = {("turn-pg", w): n for w, n in counted.matching.items()}
+            if counted.rows is not None and counted.tokens is not None:
+                fresh.update({totals[0]: counted.rows, totals[1]: counted.tokens})
+            self._cache.store(fresh)
+            stemmed: dict[Hashable, tuple[str, ...]] = {}
+            stemmed.update(counted.lexemes.items())
+            self._lexemes.store(stemmed)
+            cached = {**cached, **fresh}
+            known.update(counted.lexemes)
+        rows, tokens = int(cached[totals[0]]), int(cached[totals[1]])
+        kept: list[str] = []
+        dropped: list[str] = []
+        lexemes: dict[str, float] = {}
+        for word in words:
+            matching = cached[("turn-pg", word)]
+            if rows >= self.min_rows and 2 * matching >= rows:
+                dropped.append(word)
+                continue
+            kept.append(word)
+            idf = bm25_idf(rows, matching)
+            for lexeme in known[word]:
+                lexemes[lexeme] = max(idf, lexemes.get(lexeme, 0.0))
+        return Bm25Terms(
+            words=kept,
+            lexemes=lexemes,
+            average_length=tokens / rows if rows and tokens else 1.0,
+            dropped=dropped,
+        )
 
 
 class ScopeStats:

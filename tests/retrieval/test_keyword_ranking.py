@@ -16,6 +16,7 @@ from memory_chain.tiers.sql.migrate import downgrade
 from memory_chain.tiers.sql.pg_terms import bm25_idf
 from memory_chain.tiers.sql.search import keyword_search
 from memory_chain.tiers.sql.term_stats import TermStats
+from tests.retrieval.test_search import TRIP
 
 
 def _order(store: SQLStore, query: str, **scope: str) -> list[int]:
@@ -148,12 +149,7 @@ def test_sqlite_and_postgresql_rank_a_conversation_alike(
 ) -> None:
     """The same turns and queries: the same hits in the same order on both databases."""
     texts = [
-        "We fly to Lisbon on the third of May.",
-        "Great, I will book the airport taxi.",
-        "What should we pack for the trip?",
-        "Light clothes, sunscreen and a good pair of walking shoes.",
-        "My sister Eva will feed the cat while we are away.",
-        "Remind me to buy euros before we leave.",
+        *TRIP,
         "Eva loves the cat; she adopted him from a shelter in 2021.",
         "The shelter is near the airport, by the way.",
     ]

@@ -126,9 +126,12 @@ class FactExtractor:
         """Add the facts, origin ``"extracted"``, each pointing to its turn.
 
         A fact whose trusted ``replaces`` is no longer current (superseded meanwhile) is
-        reconciled by the store's rule instead.
+        reconciled by the store's rule instead. Facts of one call never supersede one another
+        by subject (``keep``): said together, they hold together; a correction within the
+        range is the model's to label (``replaces``).
         """
         changes: list[FactChange] = []
+        filed: set[str] = set()
         for fact in found:
             draft = FactDraft(
                 fact.text,
@@ -140,12 +143,14 @@ class FactExtractor:
             )
             replaces = fact.replaces.id if fact.replaces is not None else None
             try:
-                changes.append(self.facts.add(user_id, draft, replaces=replaces))
+                change = self.facts.add(user_id, draft, replaces=replaces, keep=filed)
             except InvalidInputError as exc:
                 if replaces is None:
                     logger.warning("extracted fact %r not filed: %s", fact.text, exc)
                     continue
-                changes.append(self.facts.add(user_id, draft))
+                change = self.facts.add(user_id, draft, keep=filed)
+            changes.append(change)
+            filed.add(change.fact.id)
         if changes:
             actions = [change.action for change in changes]
             logger.info(

@@ -27,7 +27,7 @@ one later (:func:`filled`): from then on a newer value supersedes it
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -151,13 +151,28 @@ def filled(fact: Fact, subject: str | None, kind: FactKind) -> dict[str, str]:
 
 
 def decide(
-    text: str, subject: str | None, vector: np.ndarray | None, known: Sequence[Known]
+    text: str,
+    subject: str | None,
+    vector: np.ndarray | None,
+    known: Sequence[Known],
+    *,
+    keep: Collection[str] = (),
 ) -> Decision:
-    """Reconcile a new fact with the user's current ones (see the module docstring)."""
+    """Reconcile a new fact with the user's current ones (see the module docstring).
+
+    Args:
+        text: The new fact.
+        subject: What it is about, if its maker said.
+        vector: Its vector, if it has one.
+        known: The user's current facts.
+        keep: Ids of known facts its subject must not supersede: facts said together with
+            it (learnt from the same range of turns), which hold beside it ("My brother
+            Marek opened a bike shop." / "I helped him paint the sign.").
+    """
     same = same_as(text, vector, known)
     if same is not None:
         return Decision("same", same)
-    older = updated_by_subject(subject, vector, known)
+    older = updated_by_subject(subject, vector, [k for k in known if k.fact.id not in keep])
     if older is not None:
         return Decision("supersede", older)
     return Decision("add")

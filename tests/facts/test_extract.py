@@ -352,6 +352,24 @@ def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
     assert [c.action for c in again] == ["same"]
 
 
+def test_facts_of_one_range_do_not_supersede_one_another(facts: FactStore) -> None:
+    chat = turns("My brother Marek just opened a bike shop. I helped him paint the sign.", "Nice!")
+    extractor = FactExtractor(
+        Scripted(
+            replies=[
+                reply(
+                    fact("My brother Marek just opened a bike shop.", 1, subject="brother"),
+                    fact("I helped him paint the sign.", 1, subject="brother"),
+                )
+            ]
+        ),
+        facts,
+    )
+    changes = extractor.learn("ana", "shop", chat)
+    assert [c.action for c in changes] == ["added", "added"]
+    assert len(facts.of_user("ana")) == 2
+
+
 def test_forget_requests_are_no_source_of_facts(facts: FactStore) -> None:
     chat = turns(
         "I smoke a few cigarettes a day. My dog is called Rex.",

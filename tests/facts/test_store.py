@@ -161,6 +161,41 @@ def test_a_subject_of_which_several_hold_never_supersedes(facts: FactStore) -> N
     assert len(facts.of_user("ana")) == 4
 
 
+def test_facts_said_together_do_not_supersede_one_another(facts: FactStore) -> None:
+    marek = facts.add("ana", FactDraft("My brother Marek opened a bike shop.", subject="brother"))
+    # Learnt from the same range (kept): both hold.
+    sign = facts.add(
+        "ana",
+        FactDraft("I helped my brother paint the shop's sign.", subject="brother"),
+        keep={marek.fact.id},
+    )
+    assert sign.action == "added"
+    assert len(facts.of_user("ana")) == 2
+    # From a later range the subject rule applies again.
+    later = facts.add("ana", FactDraft("My brother Marek closed his bike shop.", subject="brother"))
+    assert later.action == "superseded"
+
+
+def test_extraction_does_not_bring_back_a_retired_fact(facts: FactStore) -> None:
+    lucja = facts.add("ana", FactDraft("My niece is called Lucja.", subject="niece")).fact
+    lucia = facts.add(
+        "ana", FactDraft("My niece is called Lucia.", subject="niece"), replaces=lucja.id
+    )
+    assert lucia.action == "superseded"
+    # A small model reads "Lucia, not Lucja" and files the old value again: not stored.
+    again = facts.add("ana", FactDraft("my niece is called Lucja", origin="extracted"))
+    assert (again.action, again.fact.id, again.fact.status) == ("same", lucja.id, "superseded")
+    dismissed = facts.add("ana", FactDraft("I smoke a pack a day.")).fact
+    facts.dismiss("ana", dismissed.id)
+    smoke = facts.add("ana", FactDraft("I smoke a pack a day.", origin="extracted"))
+    assert (smoke.action, smoke.fact.id) == ("same", dismissed.id)
+    assert [f.text for f in facts.of_user("ana")] == ["My niece is called Lucia."]
+    # The user (or a client) may bring a retired fact back.
+    back = facts.add("ana", FactDraft("I smoke a pack a day.", origin="explicit"))
+    assert back.action == "added"
+    assert back.fact.id != dismissed.id
+
+
 def test_without_vectors_the_subject_alone_decides(store: SQLStore) -> None:
     bare = FactStore(store.database)
     porto = bare.add("ana", FactDraft("I live in Porto.", subject="home city")).fact

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -329,8 +329,16 @@ class FactStore:
         *,
         replaces: str | None = None,
         fact_id: str | None = None,
+        keep: Collection[str] = (),
     ) -> FactChange:
         """Add a fact, reconciled with the user's current ones (:mod:`.reconcile`).
+
+        An extracted fact (origin ``"extracted"``) that says what a retired fact of the user
+        said (superseded or dismissed: the same words, or a cosine of at least
+        :data:`~memory_chain.facts.reconcile.SAME_COSINE`) is not stored: extraction reads
+        old turns again, and a small model repeats a corrected value from the correction
+        itself ("my niece is Lucia, not Lucja"); the user's own saves and the API's may
+        bring a retired fact back. The answer is then ``"same"`` with the retired fact.
 
         Args:
             user_id: Whose.
@@ -341,6 +349,8 @@ class FactStore:
                 store) rather than a new one. The fact is then always stored: one the user
                 has already is superseded by it instead of kept, so that the id names a
                 current fact.
+            keep: Ids of facts the subject rule must not supersede (facts learnt from the
+                same range of turns: said together, they hold together).
 
         Raises:
             InvalidInputError: On a malformed fact, if ``replaces`` is not a current fact of
@@ -372,23 +382,18 @@ class FactStore:
             ).all()
             known = [Known(fact_from_row(row), _vector(row.embedding)) for row in rows]
             if replaces is not None:
-                target = next((k.fact for k in known if k.fact.id == replaces), None)
-                if target is None:
-                    raise InvalidInputError(f"no current fact {replaces!r} of this user")
-                decision = Decision("supersede", target)
-                same = same_as(text, vector, known) if fact_id is None else None
-                if same is not None and same.id == target.id:
-                    return _learn(conn, same, (draft.subject, kind), known, now)
-                if same is not None:  # known already: the known fact is what replaces it
-                    _retire(conn, target.id, "superseded", now, superseded_by=same.id)
-                    rest = [k for k in known if k.fact.id != target.id]
-                    change = _learn(conn, same, (draft.subject, kind), rest, now)
-                    if change.replaced is not None:
-                        return change
-                    return replace(change, replaced=replace_status(target, same.id, now))
+                decided = _correction(
+                    conn, replaces, (text, vector), draft, known, now=now, fact_id=fact_id
+                )
             else:
-                decision = decide(text, draft.subject, vector, known)
-            decision_action, old = decision.action, decision.target
+                decided = decide(text, draft.subject, vector, known, keep=keep)
+                if decided.action != "same" and draft.origin == "extracted" and fact_id is None:
+                    retired = _retired_same(conn, user_id, text, vector)
+                    if retired is not None:
+                        decided = FactChange("same", retired)
+            if isinstance(decided, FactChange):
+                return decided
+            decision_action, old = decided.action, decided.target
             if decision_action == "same" and fact_id is not None:
                 decision_action = "supersede"  # the client's id must name the fact
             if decision_action == "same" and old is not None:
@@ -550,6 +555,54 @@ class FactStore:
 
         deleted: int = self.database.write(work)
         return deleted
+
+
+def _correction(
+    conn: Connection,
+    replaces: str,
+    new: tuple[str, np.ndarray | None],
+    draft: FactDraft,
+    known: Sequence[Known],
+    *,
+    now: datetime,
+    fact_id: str | None,
+) -> Decision | FactChange:
+    """A fact that corrects the current fact ``replaces``: what to do, or what was done.
+
+    A correction the user has already (the same words or meaning as a known fact) is no new
+    row: the known fact takes the corrected one's place (its subject and kind filled in).
+
+    Raises:
+        InvalidInputError: If ``replaces`` is not a current fact of the user.
+    """
+    target = next((k.fact for k in known if k.fact.id == replaces), None)
+    if target is None:
+        raise InvalidInputError(f"no current fact {replaces!r} of this user")
+    text, vector = new
+    kind = checked_kind(draft.kind)
+    same = same_as(text, vector, known) if fact_id is None else None
+    if same is None:
+        return Decision("supersede", target)
+    if same.id == target.id:
+        return _learn(conn, same, (draft.subject, kind), known, now)
+    # Known already: the known fact is what replaces it.
+    _retire(conn, target.id, "superseded", now, superseded_by=same.id)
+    rest = [k for k in known if k.fact.id != target.id]
+    change = _learn(conn, same, (draft.subject, kind), rest, now)
+    if change.replaced is not None:
+        return change
+    return replace(change, replaced=replace_status(target, same.id, now))
+
+
+def _retired_same(
+    conn: Connection, user_id: str, text: str, vector: np.ndarray | None
+) -> Fact | None:
+    """The user's superseded or dismissed fact that says what ``text`` says, if any."""
+    rows = conn.execute(
+        select(facts).where(facts.c.user_id == user_id, facts.c.status != "current")
+    ).all()
+    retired = [Known(fact_from_row(row), _vector(row.embedding)) for row in rows]
+    return same_as(text, vector, retired)
 
 
 def _learn(

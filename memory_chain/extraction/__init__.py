@@ -2,8 +2,10 @@
 
 After a range of turns is summarized, :class:`FactExtractor` asks the summary model for the
 lasting facts about the user in it ("My daughter Mia turns 7 in May."), each with its kind,
-its subject ("daughter"), the turn it comes from and, when it updates one of the user's
-known facts (shown to the model as F1 … F8, the most relevant first), that fact's label.
+its subject when it is one of the things a person has one of at a time (:data:`SUBJECTS`:
+"home", "job", "partner", ...; a newer fact of that subject supersedes the older), the turn
+it comes from and, when it updates one of the user's known facts (shown to the model as
+F1 … F8, the most relevant first), that fact's label.
 
 Small local models are the case this is built for:
 
@@ -47,6 +49,7 @@ from memory_chain.extraction.prompt import (
     EXTRACTION_SYSTEM,
     MAX_FACT_TEXT,
     MAX_FACTS,
+    SUBJECTS,
     build_messages,
     extraction_schema,
     split_parts,
@@ -61,6 +64,7 @@ __all__ = [
     "MAX_FACTS",
     "MAX_FACT_TEXT",
     "REPLACES_COSINE",
+    "SUBJECTS",
     "ExtractedFact",
     "ExtractionError",
     "FactExtractor",

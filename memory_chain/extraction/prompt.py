@@ -23,14 +23,30 @@ from memory_chain.tokens import TokenCount
 MAX_FACTS = 6
 #: Longest fact text asked for, in characters.
 MAX_FACT_TEXT = 200
+#: The subjects a learnt fact may have: things a person has one of at a time, so that a newer
+#: fact about one is a newer value of it (:func:`memory_chain.facts.reconcile.decide`). The
+#: model picks one or ``""``; a fact about anything else has no subject and is superseded only
+#: when the model says which known fact it replaces. Named freely, a small model's subjects
+#: for one thing differ from range to range ("flat", "home city", "residence": the move is
+#: never seen as one); picked from a list, they can be compared.
+SUBJECTS: dict[str, str] = {
+    "home": "where they live",
+    "job": "their work, role or employer",
+    "partner": "their partner or spouse",
+    "school": "what and where they study",
+    "diet": "what they eat or do not eat",
+    "age": "their own age",
+    "birthday": "their own birthday",
+}
 EXTRACTION_SYSTEM = (
     "You pick out lasting facts about the user from a chat: who they are, the people, pets "
     "and places in their life, their work, what they like and dislike, and their plans. "
     "Use only what the User lines say: skip the assistant's words, questions and small "
     "talk. Write each fact as one short sentence in the user's own words, first person, "
     "keeping names, numbers and dates exactly. For each fact give its kind (preference, "
-    "biography, relationship, plan or other), its subject (what it is about, in 1 to 3 "
-    'words: "home city", "job", "wife\'s name"), the number of the line it comes from, and '
+    "biography, relationship, plan or other), its subject ("
+    + "; ".join(f"{name} ({meaning})" for name, meaning in SUBJECTS.items())
+    + '; or "" when it is about anything else), the number of the line it comes from, and '
     "in replaces the label of a known fact it updates or corrects (a new city, a new job, "
     'a changed preference), else "". Nothing worth keeping: {"facts": []}.'
 )
@@ -51,10 +67,10 @@ _EXAMPLE_HUMAN = _HUMAN.format(
     ),
 )
 _EXAMPLE_FACTS = [
-    ("I moved to York last month.", "biography", "home city", 1, "F1"),
-    ("I have kids.", "relationship", "children", 1, ""),
-    ("My neighbour Farid plays the cello.", "relationship", "neighbour", 3, ""),
-    ("I am allergic to nuts.", "biography", "allergy", 5, ""),
+    ("I moved to York last month.", "biography", "home", 1, "F1"),
+    ("I have kids.", "relationship", "", 1, ""),
+    ("My neighbour Farid plays the cello.", "relationship", "", 3, ""),
+    ("I am allergic to nuts.", "biography", "", 5, ""),
 ]
 _EXAMPLE_REPLY = json.dumps(
     {
@@ -76,7 +92,7 @@ def extraction_schema(labels: Sequence[str] = ()) -> dict[str, Any]:
         "properties": {
             "text": {"type": "string", "maxLength": MAX_FACT_TEXT},
             "kind": {"type": "string", "enum": list(KINDS)},
-            "subject": {"type": "string"},
+            "subject": {"type": "string", "enum": ["", *SUBJECTS]},
             "turn": {"type": "integer"},
             "replaces": {"type": "string", "enum": ["", *labels]},
         },

@@ -27,6 +27,7 @@ from memory_chain.consolidation import ConsolidationService
 from memory_chain.extraction import (
     EXTRACTION_SYSTEM,
     MAX_FACTS,
+    SUBJECTS,
     ExtractionError,
     FactExtractor,
     extraction_schema,
@@ -132,6 +133,7 @@ def test_the_schema_bounds_every_field() -> None:
     item = items["items"]
     assert item["properties"]["kind"]["enum"] == list(KINDS)
     assert item["properties"]["replaces"]["enum"] == ["", "F1", "F2"]
+    assert item["properties"]["subject"]["enum"] == ["", *SUBJECTS]
     assert item["properties"]["text"]["maxLength"] == 200
     assert item["properties"]["turn"]["type"] == "integer"
     assert set(item["required"]) == {"text", "kind", "subject", "turn", "replaces"}

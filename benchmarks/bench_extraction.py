@@ -27,6 +27,8 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,8 +40,8 @@ import numpy as np
 from harness import Run, configure, fmt, parser, summarize
 
 from memory_chain.catalog import OllamaCatalog
-from memory_chain.extraction import FactExtractor
-from memory_chain.llm import embedded_counters
+from memory_chain.extraction import ExtractedFact, FactExtractor
+from memory_chain.llm import ChatModels, embedded_counters
 from memory_chain.schemas import Turn
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.facts import FactStore
@@ -93,6 +95,70 @@ def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn
     return found
 
 
+@contextmanager
+def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels]:
+    """The model behind the Ollama API at ``llm_url``, or the embedded model for the run.
+
+    Both ``chat`` and ``summary`` are one greedy ``ChatOllama``; the catalog gives the model's
+    window and token counter. The embedded model's server is stopped on exit.
+    """
+    server = None
+    url = llm_url
+    if url is None:
+        from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
+
+        server = OllamaAPIServer(ensure_local_model(default_models_dir()), n_threads=2)
+        url = server.start()
+    from langchain_ollama import ChatOllama
+
+    from memory_chain.local_llm.model import MODEL_NAME
+
+    name = model or MODEL_NAME
+    llm = ChatOllama(base_url=url, model=name, temperature=0)
+    try:
+        yield ChatModels(
+            chat=llm,
+            summary=llm,
+            provider="ollama" if server is None else "embedded",
+            base_url=url,
+            detail=f"{name} at {url}",
+            catalog=OllamaCatalog(url, default_model=name, local_counters=embedded_counters()),
+            temperature=0.0,
+        )
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def learn_ranges(
+    extractor: FactExtractor,
+    user_id: str,
+    conversation_id: str,
+    turns: Sequence[Turn],
+    range_turns: int,
+    failed: Callable[[str], None],
+) -> tuple[list[ExtractedFact], list[float]]:
+    """Extract and file the facts of ``turns``, ``range_turns`` at a time, as consolidation does.
+
+    A range that fails counts as no facts (``failed`` is told why). Returns the facts
+    extracted, in order, and the seconds each range's extraction took.
+    """
+    found: list[ExtractedFact] = []
+    seconds: list[float] = []
+    for start in range(0, len(turns), range_turns):
+        part = turns[start : start + range_turns]
+        began = time.perf_counter()
+        try:
+            facts = extractor.extract(user_id, part)
+        except Exception as exc:  # a failed range counts as no facts
+            failed(f"turns {part[0].turn_number}-{part[-1].turn_number}: {exc}")
+            facts = []
+        seconds.append(time.perf_counter() - began)
+        extractor.file(user_id, conversation_id, facts)
+        found += facts
+    return found, seconds
+
+
 def scores(gold: np.ndarray, found: np.ndarray, t: float) -> tuple[int, int, int, int]:
     """(gold recalled, gold, found correct, found) at threshold ``t``."""
     if not len(gold) or not len(found):
@@ -128,57 +194,39 @@ def main() -> None:
     print(run.header())
     samples = json.loads(settings.data.read_text(encoding="utf-8"))[: settings.conversations]
     embeddings = SentenceEmbeddings()
-    server = None
-    url = settings.llm_url
-    if url is None:
-        from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
-
-        server = OllamaAPIServer(ensure_local_model(default_models_dir()), n_threads=2)
-        url = server.start()
-    from langchain_ollama import ChatOllama
-
-    from memory_chain.local_llm.model import MODEL_NAME
-
-    name = settings.model or MODEL_NAME
-    catalog = OllamaCatalog(url, default_model=name, local_counters=embedded_counters())
-    llm = ChatOllama(base_url=url, model=name, temperature=0)
     seconds: list[float] = []
     per_sample: list[tuple[str, list[tuple[np.ndarray, np.ndarray]]]] = []
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            engine = create_sql_engine(f"sqlite:///{folder}/bench.db")
-            upgrade(engine)
-            facts = FactStore(SQLStore(engine).database, embed=embeddings.embed_documents)
-            extractor = FactExtractor(llm, facts, model=lambda: catalog.resolve(None))
-            for sample in samples:
-                speaker = sample["conversation"]["speaker_a"]
-                pairs = []
-                for number, turns, gold in sessions_of(sample, settings.sessions):
-                    texts: list[str] = []
-                    for start in range(0, len(turns), settings.range_turns):
-                        part = turns[start : start + settings.range_turns]
-                        began = time.perf_counter()
-                        try:
-                            found = extractor.extract(sample["sample_id"], part)
-                        except Exception as exc:  # a failed range counts as no facts
-                            run.progress(f"{sample['sample_id']} session {number}: {exc}")
-                            found = []
-                        seconds.append(time.perf_counter() - began)
-                        extractor.file(sample["sample_id"], f"s{number}", found)
-                        texts += [first_person_as(speaker, f.text) for f in found]
-                    run.progress(
-                        f"{sample['sample_id']} session {number}: {len(texts)} facts, "
-                        f"{len(gold)} gold"
-                    )
-                    vectors = [np.asarray(embeddings.embed_documents(t)) for t in (gold, texts)]
-                    pairs.append(
-                        (vectors[0].reshape(len(gold), -1), vectors[1].reshape(len(texts), -1))
-                    )
-                per_sample.append((sample["sample_id"], pairs))
-            engine.dispose()
-    finally:
-        if server is not None:
-            server.stop()
+    with (
+        served_models(settings.llm_url, settings.model) as models,
+        tempfile.TemporaryDirectory() as folder,
+    ):
+        engine = create_sql_engine(f"sqlite:///{folder}/bench.db")
+        upgrade(engine)
+        facts = FactStore(SQLStore(engine).database, embed=embeddings.embed_documents)
+        catalog = models.catalog
+        extractor = FactExtractor(models.summary, facts, model=lambda: catalog.resolve(None))
+        for sample in samples:
+            sample_id, speaker = sample["sample_id"], sample["conversation"]["speaker_a"]
+            pairs = []
+            for number, turns, gold in sessions_of(sample, settings.sessions):
+                label = f"{sample_id} session {number}"
+                extracted, took = learn_ranges(
+                    extractor,
+                    sample_id,
+                    f"s{number}",
+                    turns,
+                    settings.range_turns,
+                    lambda error, label=label: run.progress(f"{label}: {error}"),
+                )
+                seconds += took
+                texts = [first_person_as(speaker, f.text) for f in extracted]
+                run.progress(f"{label}: {len(texts)} facts, {len(gold)} gold")
+                vectors = [np.asarray(embeddings.embed_documents(t)) for t in (gold, texts)]
+                pairs.append(
+                    (vectors[0].reshape(len(gold), -1), vectors[1].reshape(len(texts), -1))
+                )
+            per_sample.append((sample_id, pairs))
+        engine.dispose()
     tune_id, tune = per_sample[0]
     best = max(THRESHOLDS, key=lambda t: prf([scores(g, f, t) for g, f in tune])[2])
     tuned = prf([scores(g, f, best) for g, f in tune])[2]

@@ -142,7 +142,7 @@ def sample_questions(
     return [every[i] for i in chosen]
 
 
-def _reply(core: ChatCore, context: MemoryContext, question: str) -> str:
+def reply_to(core: ChatCore, context: MemoryContext, question: str) -> str:
     """The model's reply to ``question`` with ``context``, built as the chat builds prompts."""
     models = core.models
     model = models.resolve(None)
@@ -185,10 +185,10 @@ def _ask(
         recent=tuple(manager.recent_turns(sample.sample_id, user)),
         items=(),
     )
-    replies["recent"] = (_reply(core, recent, question), time.perf_counter() - started)
+    replies["recent"] = (reply_to(core, recent, question), time.perf_counter() - started)
     started = time.perf_counter()
     empty = MemoryContext(asked_in, user, None, (), ())
-    replies["none"] = (_reply(core, empty, question), time.perf_counter() - started)
+    replies["none"] = (reply_to(core, empty, question), time.perf_counter() - started)
     return replies
 
 

@@ -221,10 +221,14 @@ def main() -> None:
                 seconds += took
                 texts = [first_person_as(speaker, f.text) for f in extracted]
                 run.progress(f"{label}: {len(texts)} facts, {len(gold)} gold")
-                vectors = [np.asarray(embeddings.embed_documents(t)) for t in (gold, texts)]
-                pairs.append(
-                    (vectors[0].reshape(len(gold), -1), vectors[1].reshape(len(texts), -1))
+                # A session with no facts (or no gold) is an empty matrix: nothing to embed.
+                gold_vectors, found_vectors = (
+                    np.asarray(embeddings.embed_documents(t)).reshape(len(t), -1)
+                    if t
+                    else np.zeros((0, 1))
+                    for t in (gold, texts)
                 )
+                pairs.append((gold_vectors, found_vectors))
             per_sample.append((sample_id, pairs))
         engine.dispose()
     tune_id, tune = per_sample[0]

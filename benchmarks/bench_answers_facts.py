@@ -123,7 +123,7 @@ def learn_facts(
     for number in sorted(set(session.values())):
         turns = [turn for turn in stored if session[turn.turn_number] == number]
         label = f"{sample.sample_id} session {number}"
-        found, took = learn_ranges(
+        found, took, _ = learn_ranges(
             extractor,
             user,
             sample.sample_id,
@@ -148,7 +148,9 @@ def ask(
         context = manager.retrieve(asked_in, user, text)
     finally:
         manager.delete_conversation(asked_in, user)
-    contexts = {"facts on": context, "facts off": replace(context, facts=())}
+    # Facts off: no facts section, and no recalled turn's note of the fact now in its place.
+    items = tuple(replace(item, note=None) for item in context.items)
+    contexts = {"facts on": context, "facts off": replace(context, facts=(), items=items)}
     row: dict[str, Any] = {
         "conversation": sample.sample_id,
         "question": question.question,

@@ -10,6 +10,9 @@ speaker B (the assistant), its first ``--sessions`` sessions cut into ranges of
 ``--range-turns`` turns, as consolidation sends them; the :class:`FactExtractor` reads each
 range (facts filed as the server files them, so later ranges see earlier facts as known
 ones) with the embedded model behind Ollama's API, or the Ollama at ``--llm-url``.
+Before each range's extraction, the range is summarized as consolidation summarizes it (the
+same model, the running summary carried over), so a range's consolidation time without
+extraction (the summary: before) and with it (summary + extraction: after) come from one run.
 Gold: the file's ``observation`` facts about speaker A in those sessions.
 
 Match rule: a gold observation is recalled when some fact extracted from its session has a
@@ -38,11 +41,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 from harness import Run, configure, fmt, parser, summarize
+from langchain_core.runnables import Runnable
 
 from memory_chain.catalog import OllamaCatalog
 from memory_chain.extraction import ExtractedFact, FactExtractor
 from memory_chain.llm import ChatModels, embedded_counters
 from memory_chain.schemas import Turn
+from memory_chain.summarize import build_summarization_chain, summary_inputs
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
@@ -137,16 +142,26 @@ def learn_ranges(
     turns: Sequence[Turn],
     range_turns: int,
     failed: Callable[[str], None],
-) -> tuple[list[ExtractedFact], list[float]]:
+    summarizer: Runnable[dict[str, str], str] | None = None,
+) -> tuple[list[ExtractedFact], list[float], list[float]]:
     """Extract and file the facts of ``turns``, ``range_turns`` at a time, as consolidation does.
 
-    A range that fails counts as no facts (``failed`` is told why). Returns the facts
-    extracted, in order, and the seconds each range's extraction took.
+    With a ``summarizer``, each range is first summarized as consolidation summarizes it (the
+    running summary carried from range to range), so that a range's consolidation time with
+    extraction and without it come from the same run. A range that fails counts as no facts
+    (``failed`` is told why). Returns the facts extracted, in order, and the seconds each
+    range's extraction and (with a ``summarizer``) summary took.
     """
     found: list[ExtractedFact] = []
     seconds: list[float] = []
+    summarizing: list[float] = []
+    summary: str | None = None
     for start in range(0, len(turns), range_turns):
         part = turns[start : start + range_turns]
+        if summarizer is not None:
+            began = time.perf_counter()
+            summary = summarizer.invoke(summary_inputs(summary, part))
+            summarizing.append(time.perf_counter() - began)
         began = time.perf_counter()
         try:
             facts = extractor.extract(user_id, part)
@@ -156,7 +171,7 @@ def learn_ranges(
         seconds.append(time.perf_counter() - began)
         extractor.file(user_id, conversation_id, facts)
         found += facts
-    return found, seconds
+    return found, seconds, summarizing
 
 
 def scores(gold: np.ndarray, found: np.ndarray, t: float) -> tuple[int, int, int, int]:
@@ -195,6 +210,7 @@ def main() -> None:
     samples = json.loads(settings.data.read_text(encoding="utf-8"))[: settings.conversations]
     embeddings = SentenceEmbeddings()
     seconds: list[float] = []
+    summarizing: list[float] = []
     per_sample: list[tuple[str, list[tuple[np.ndarray, np.ndarray]]]] = []
     with (
         served_models(settings.llm_url, settings.model) as models,
@@ -205,20 +221,23 @@ def main() -> None:
         facts = FactStore(SQLStore(engine).database, embed=embeddings.embed_documents)
         catalog = models.catalog
         extractor = FactExtractor(models.summary, facts, model=lambda: catalog.resolve(None))
+        summarizer = build_summarization_chain(models.summary)
         for sample in samples:
             sample_id, speaker = sample["sample_id"], sample["conversation"]["speaker_a"]
             pairs = []
             for number, turns, gold in sessions_of(sample, settings.sessions):
                 label = f"{sample_id} session {number}"
-                extracted, took = learn_ranges(
+                extracted, took, summary_took = learn_ranges(
                     extractor,
                     sample_id,
                     f"s{number}",
                     turns,
                     settings.range_turns,
                     lambda error, label=label: run.progress(f"{label}: {error}"),
+                    summarizer,
                 )
                 seconds += took
+                summarizing += summary_took
                 texts = [first_person_as(speaker, f.text) for f in extracted]
                 run.progress(f"{label}: {len(texts)} facts, {len(gold)} gold")
                 # A session with no facts (or no gold) is an empty matrix: nothing to embed.
@@ -244,6 +263,8 @@ def main() -> None:
         lines.append(f"{sample_id}: precision {p:.2f}, recall {r:.2f}, F1 {f1:.2f} ({found} facts)")
     p, r, f1 = prf(held)
     timing = summarize([s * 1e9 for s in seconds], unit="ms")
+    before = summarize([s * 1e9 for s in summarizing], unit="ms")
+    after = summarize([(s + e) * 1e9 for s, e in zip(summarizing, seconds, strict=True)])
     lines.append(
         f"held out ({len(per_sample) - 1} conversations): precision {p:.2f}, recall {r:.2f}, "
         f"F1 {f1:.2f}"
@@ -253,7 +274,21 @@ def main() -> None:
         f"p50 {fmt(timing.get('p50', 0) / 1000)}, mean {fmt(timing.get('mean', 0) / 1000)}, "
         f"max {fmt(timing.get('max', 0) / 1000)}"
     )
-    results = {"threshold": best, "precision": p, "recall": r, "f1": f1, "range_ms": timing}
+    lines.append(
+        "consolidation per range, the LLM's part (same ranges, same run): summary alone "
+        f"(before) p50 {fmt(before.get('p50', 0) / 1000)} s, summary + extraction (after) "
+        f"p50 {fmt(after.get('p50', 0) / 1000)} s, ratio of p50s "
+        f"{fmt(after.get('p50', 0) / before['p50'] if before.get('p50') else None)}"
+    )
+    results = {
+        "threshold": best,
+        "precision": p,
+        "recall": r,
+        "f1": f1,
+        "range_ms": timing,
+        "consolidation_before_ms": before,
+        "consolidation_after_ms": after,
+    }
     run.finish(lines, args.json, settings=settings, results=results)
 
 

@@ -18,8 +18,10 @@ A scenario passes when (a) every ``current`` expectation matches a current fact 
 no ``stale`` one does, and (b) no fact superseded or dismissed by a probe's time is a line of
 that probe's facts section, nor does a stale expectation match one from its conversation on
 (goal 0). A retired fact's text elsewhere in a prompt (recalled turns and range summaries keep
-the user's words) is counted apart, for information. Each range's extraction (facts found, what
-filing them did, failures) and each conversation's requests are logged, so a failure shows
+the user's words) is counted apart, for information, and apart again when it is only in
+recalled turns noted as outdated (``outdated, now: ...``: :mod:`memory_chain.facts.outdated`).
+Each range's extraction (facts found, what filing them did, failures) and each conversation's
+requests are logged, so a failure shows
 whether the model found nothing or reconciliation chose wrong.
 """
 
@@ -54,6 +56,8 @@ WAIT_SECONDS = 900.0
 USER = "bench-user"
 #: Prompt sections that are memory (the instructions and the message are not).
 MEMORY_SECTIONS = ("summary", "recent", "memories")
+#: What a recalled turn's line says when the fact it stated was superseded.
+OUTDATED = "; outdated, now: "
 #: What the JSON says of each fact.
 FACT_FIELDS = ("text", "status", "origin", "kind", "subject", "conversation_id")
 
@@ -178,9 +182,14 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
     lines = {s.name: [e.text for e in s.entries] for s in prompt.sections}
     facts = [line.removeprefix("- ") for line in lines.get("facts", [])]
     keys = [normalized(line) for line in facts]
-    memory = {name: normalized("\n".join(lines.get(name, []))) for name in MEMORY_SECTIONS}
+    # A recalled turn noted as outdated (its fact superseded) says so: counted apart.
+    memory = {
+        name: normalized("\n".join(t for t in lines.get(name, []) if OUTDATED not in t))
+        for name in MEMORY_SECTIONS
+    }
+    noted = normalized("\n".join(t for t in lines.get("memories", []) if OUTDATED in t))
     retired = [f for f in all_facts(services) if f.status != "current"]
-    in_facts, elsewhere = [], []
+    in_facts, elsewhere, marked = [], [], []
     for fact in retired:
         key = normalized(fact.text)
         if any(key in line for line in keys):
@@ -188,6 +197,8 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
         where = [name for name, text in memory.items() if key and key in text]
         if where:
             elsewhere.append(fact_row(fact) | {"sections": where})
+        elif key and key in noted:
+            marked.append(fact_row(fact))
     stale = [e for e in scenario.stale if e.step <= step]
     stale_in_facts = [
         {"expect": e.label(), "line": line} for e in stale for line in facts if match(e, line)
@@ -204,6 +215,7 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
         "retired_in_facts": in_facts,
         "stale_in_facts": stale_in_facts,
         "retired_elsewhere": elsewhere,
+        "retired_noted": marked,
         "stale_elsewhere": stale_elsewhere,
         "tokens": prompt.tokens,
     }
@@ -310,12 +322,14 @@ def score(result: dict[str, Any]) -> None:
     retired = {(f["text"], f["status"]) for p in probes for f in p["retired_in_facts"]}
     stale = {item["expect"] for p in probes for item in p["stale_in_facts"]}
     elsewhere = {(f["text"], f["status"]) for p in probes for f in p["retired_elsewhere"]}
+    noted = {(f["text"], f["status"]) for p in probes for f in p.get("retired_noted", [])}
     ranges = [r for step in result["steps"] for r in step["ranges"]]
     result["counts"] = {
         "stale_current": len(result.get("stale_current", [])),
         "retired_in_prompt": len(retired),
         "stale_in_prompt": len(stale),
         "retired_elsewhere": len(elsewhere),
+        "retired_noted": len(noted - elsewhere),
         "ranges": len(ranges),
         "facts_extracted": sum(len(r["facts"]) for r in ranges),
         "extraction_failures": sum(s["extraction_failures"] for s in result["steps"]),
@@ -444,9 +458,11 @@ def report(results: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any], di
         "",
         *(goal_line(label, value, goal, verdicts[key]) for label, value, goal, key in figures),
     ]
-    info = "retired facts' text in recalled turns or summaries"
+    info = "retired facts' text in recalled turns or summaries, unmarked"
+    noted = "retired facts' text only in recalled turns noted as outdated"
     lines += [
         goal_line(info, str(total["retired_elsewhere"]), "none", "(info)"),
+        goal_line(noted, str(total["retired_noted"]), "-", "(info)"),
         f"  extraction: {total['ranges']} ranges, {total['facts_extracted']} facts found, "
         f"{total['extraction_failures']} failed; explicit requests: {total['saved']} saved, "
         f"{total['dismissed']} dismissed",

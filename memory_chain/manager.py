@@ -30,6 +30,7 @@ from langchain_core.messages import BaseMessage
 from memory_chain import metrics
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import Fact, FactDraft
+from memory_chain.facts.outdated import mark_outdated, recalled_from
 from memory_chain.history import MemoryChatMessageHistory
 from memory_chain.intent import parse_intent
 from memory_chain.messages import to_new_turns
@@ -463,7 +464,9 @@ class MemoryManager:
 
         Tier 1's recent turns and tier 2's running summary, then :meth:`find` over the
         user's conversations (or this one, by ``retrieval.scope``) with the recent turns left
-        out and the user's remembered facts in. A tier that fails is skipped and named in
+        out and the user's remembered facts in; a recalled turn that stated a fact since
+        superseded is noted as outdated, one that stated a dismissed fact left out
+        (:mod:`memory_chain.facts.outdated`). A tier that fails is skipped and named in
         ``degraded``.
 
         Args:
@@ -485,8 +488,11 @@ class MemoryManager:
             exclude=[(conversation_id, turn.turn_number) for turn in recent],
         )
         degraded = list(found.degraded)
+        items = found.items
         try:
             facts = self.profile(user_id, found.vector)
+            retired = self.fact_store.retired(user_id, recalled_from(items))
+            items = mark_outdated(items, retired)
         except MemoryChainError as exc:
             facts = ()
             degraded.append(f"user facts: {exc}")
@@ -495,7 +501,7 @@ class MemoryManager:
             user_id=user_id,
             summary=summary,
             recent=tuple(recent),
-            items=tuple(found.items),
+            items=tuple(items),
             degraded=tuple(degraded),
             facts=facts,
         )

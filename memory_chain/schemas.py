@@ -229,7 +229,9 @@ class MemoryItem:
     ``tier`` says where it came from (tier 2 keyword hits are turns or summaries, tier 3
     semantic hits are turns, ``facts`` are what memory knows about the user). ``score`` is
     the fused score (:mod:`memory_chain.retrieval.fusion`: keyword score and cosine
-    combined): higher is more relevant, comparable within one context only.
+    combined): higher is more relevant, comparable within one context only. ``note`` is
+    what the prompt says of the item beside it (a recalled turn that stated a fact since
+    superseded: :mod:`memory_chain.facts.outdated`).
     """
 
     tier: MemoryTier
@@ -242,6 +244,7 @@ class MemoryItem:
     role: Role | None = None
     turn_range: tuple[int, int] | None = None
     sources: tuple[str, ...] = ()
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

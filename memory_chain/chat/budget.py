@@ -172,12 +172,12 @@ def _when(moment: datetime) -> str:
 
 
 def memory_line(item: MemoryItem, conversation_id: str) -> str:
-    """A recalled item as a line of the prompt: ``- (when, who, where) text``."""
+    """A recalled item as a line of the prompt: ``- (when, who, where[; note]) text``."""
     return _label(item, conversation_id) + item.content
 
 
 def _label(item: MemoryItem, conversation_id: str) -> str:
-    """The ``(when, who, where)`` of a recalled item's line."""
+    """The ``(when, who, where[; note])`` of a recalled item's line."""
     where = "this conversation" if item.conversation_id == conversation_id else "another one"
     if item.kind == "summary" and item.turn_range:
         who = f"summary of turns {item.turn_range[0]}-{item.turn_range[1]}"
@@ -185,7 +185,8 @@ def _label(item: MemoryItem, conversation_id: str) -> str:
         who = "you"
     else:
         who = "the user"
-    return f"- ({_when(item.timestamp)}, {who}, {where}) "
+    note = f"; {item.note}" if item.note else ""
+    return f"- ({_when(item.timestamp)}, {who}, {where}{note}) "
 
 
 def instructions(system: str) -> str:

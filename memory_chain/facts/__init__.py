@@ -1,7 +1,8 @@
 """What memory knows about each user: facts, with their history.
 
 * :mod:`.model`: a fact (text, kind, origin, validity) and a draft of one;
-* :mod:`.reconcile`: whether a new fact is one memory has, replaces one, or is new.
+* :mod:`.reconcile`: whether a new fact is one memory has, replaces one, or is new;
+* :mod:`.outdated`: recalled turns that stated a fact since retired, noted or left out.
 
 They are stored in tier 2 (:mod:`memory_chain.tiers.sql.facts`: add, edit, dismiss, list,
 rank for a prompt); this package is what they are, below every tier.

@@ -73,6 +73,10 @@ PROFILE_LIMIT = 64
 #: A cosine at which a "forget ..." request names a fact its words do not.
 FORGET_COSINE = 0.6
 
+#: Supersessions followed from a retired fact to the one that holds now (a chain is short:
+#: one per change of a subject's value).
+MAX_SUPERSESSIONS = 32
+
 
 @dataclass(frozen=True, slots=True)
 class FactChange:
@@ -237,6 +241,52 @@ class FactStore:
         if limit is not None:
             statement = statement.limit(limit)
         return [fact_from_row(row) for row in self.database.read(statement)]
+
+    def retired(
+        self, user_id: str, conversation_ids: Collection[str]
+    ) -> list[tuple[Fact, Fact | None]]:
+        """The user's retired facts learnt in these conversations, each with what holds now.
+
+        Args:
+            user_id: Whose.
+            conversation_ids: Where the facts were learnt.
+
+        Returns:
+            The superseded and dismissed facts, each with the current fact that replaced it
+            (through every later supersession), or ``None`` when nothing holds in its place
+            (dismissed, or its replacement dismissed since).
+        """
+        if not conversation_ids:
+            return []
+        rows = self.database.read(
+            select(facts).where(
+                facts.c.user_id == user_id,
+                facts.c.status != "current",
+                facts.c.conversation_id.in_(sorted(set(conversation_ids))),
+            )
+        )
+        retired = [fact_from_row(row) for row in rows]
+        known = {fact.id: fact for fact in retired}
+        wanted = {f.superseded_by for f in retired if f.superseded_by} - known.keys()
+        for _ in range(MAX_SUPERSESSIONS):
+            if not wanted:
+                break
+            later = self.database.read(
+                select(facts).where(facts.c.user_id == user_id, facts.c.id.in_(sorted(wanted)))
+            )
+            known.update((row.id, fact_from_row(row)) for row in later)
+            wanted = {row.superseded_by for row in later if row.superseded_by} - known.keys()
+
+        def now(fact: Fact) -> Fact | None:
+            for _ in range(MAX_SUPERSESSIONS):
+                if fact.current:
+                    return fact
+                if fact.superseded_by is None or fact.superseded_by not in known:
+                    return None
+                fact = known[fact.superseded_by]
+            return None
+
+        return [(fact, now(fact)) for fact in retired]
 
     def count(self, user_id: str | None = None) -> dict[str, int]:
         """Facts by status (every user's, or one user's)."""

@@ -8,9 +8,10 @@ holding, so the history can be shown and exported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 FactKind = Literal["preference", "biography", "relationship", "plan", "other"]
 FactOrigin = Literal["extracted", "explicit", "api"]
@@ -91,3 +92,30 @@ class Fact:
     def current(self) -> bool:
         """Whether the fact holds now."""
         return self.status == "current"
+
+
+def fact_json(
+    fact: Fact, timestamp: Callable[[datetime], str] = datetime.isoformat
+) -> dict[str, Any]:
+    """Every field of a fact as JSON values, in one order (the export file's, the stores').
+
+    Args:
+        fact: The fact.
+        timestamp: Writes a time (default ISO 8601, as stored).
+    """
+    return {
+        "id": fact.id,
+        "user_id": fact.user_id,
+        "text": fact.text,
+        "kind": fact.kind,
+        "origin": fact.origin,
+        "status": fact.status,
+        "subject": fact.subject,
+        "conversation_id": fact.conversation_id,
+        "turns": list(fact.turns) if fact.turns is not None else None,
+        "confidence": fact.confidence,
+        "created_at": timestamp(fact.created_at),
+        "valid_from": timestamp(fact.valid_from),
+        "invalidated_at": timestamp(fact.invalidated_at) if fact.invalidated_at else None,
+        "superseded_by": fact.superseded_by,
+    }

@@ -31,7 +31,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact, FactDraft, FactKind
+from memory_chain.facts.model import Fact, FactDraft, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
 from memory_chain.schemas import validate_id
 from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
@@ -58,21 +58,8 @@ WRITABLE = frozenset({"text", "content", "kind", "subject"})
 
 
 def fact_value(fact: Fact) -> dict[str, Any]:
-    """A fact as an item's value (JSON: times as ISO 8601 strings)."""
-    return {
-        "text": fact.text,
-        "kind": fact.kind,
-        "subject": fact.subject,
-        "origin": fact.origin,
-        "status": fact.status,
-        "conversation_id": fact.conversation_id,
-        "turns": list(fact.turns) if fact.turns else None,
-        "confidence": fact.confidence,
-        "created_at": fact.created_at.isoformat(),
-        "valid_from": fact.valid_from.isoformat(),
-        "invalidated_at": fact.invalidated_at.isoformat() if fact.invalidated_at else None,
-        "superseded_by": fact.superseded_by,
-    }
+    """A fact as an item's value (JSON: times as ISO 8601 strings; the key is its id)."""
+    return {k: v for k, v in fact_json(fact).items() if k not in ("id", "user_id")}
 
 
 def _hit(user_id: str, fact: Fact, score: float | None = None) -> Hit:

@@ -86,7 +86,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus
+from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus, fact_json
 from memory_chain.schemas import (
     ROLES,
     ConversationInfo,
@@ -213,26 +213,7 @@ def record_to_json(record: ConversationRecord) -> dict[str, Any]:
 
 def fact_to_json(fact: Fact) -> dict[str, Any]:
     """A fact as the JSON object of one line (without its vector)."""
-    return {
-        "format": FACT_FORMAT,
-        "version": VERSION,
-        "id": fact.id,
-        "user_id": fact.user_id,
-        "text": fact.text,
-        "kind": fact.kind,
-        "origin": fact.origin,
-        "status": fact.status,
-        "subject": fact.subject,
-        "conversation_id": fact.conversation_id,
-        "turns": list(fact.turns) if fact.turns is not None else None,
-        "confidence": fact.confidence,
-        "created_at": format_timestamp(fact.created_at),
-        "valid_from": format_timestamp(fact.valid_from),
-        "invalidated_at": (
-            format_timestamp(fact.invalidated_at) if fact.invalidated_at is not None else None
-        ),
-        "superseded_by": fact.superseded_by,
-    }
+    return {"format": FACT_FORMAT, "version": VERSION, **fact_json(fact, format_timestamp)}
 
 
 def _tokens(value: object, where: str) -> TokenUsage | None:

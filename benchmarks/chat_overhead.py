@@ -267,7 +267,7 @@ class Breakdown:
         cid, uid, q = c.conversation_id, c.user_id, request.question
         tier3, retrieval = self.tier3, self.retrieval
         t0 = clock()
-        self.store.search(q, user_id=uid, conversation_id=None, limit=retrieval.keyword_k)
+        hits = self.store.search(q, user_id=uid, conversation_id=None, limit=retrieval.keyword_k)
         t1 = clock()
         self.manager.recent_turns(cid, uid)
         t2 = clock()
@@ -275,16 +275,20 @@ class Breakdown:
         t3 = clock()
         vector = tier3.embeddings.embed_query(q)
         t4 = clock()
-        tier3.index.search(vector, VectorFilter(user_id=uid), retrieval.semantic_k)
+        points = tier3.index.search(vector, VectorFilter(user_id=uid), retrieval.semantic_k)
         t5 = clock()
         self.manager.profile(uid, vector)
         t6 = clock()
+        recalled = {h.conversation_id for h in hits} | {p.payload.conversation_id for p in points}
+        self.manager.fact_store.retired(uid, recalled)
+        t7 = clock()
         self.samples["part_keyword_search"].append(t1 - t0)
         self.samples["part_recent_turns"].append(t2 - t1)
         self.samples["part_summary"].append(t3 - t2)
         self.samples["part_embed_query"].append(t4 - t3)
         self.samples["part_vector_search"].append(t5 - t4)
         self.samples["part_facts_search"].append(t6 - t5)
+        self.samples["part_facts_retired"].append(t7 - t6)
 
     def embed_with_keyword(self, request: Request) -> None:
         """embed_query while the keyword search runs in another thread, as retrieve does."""

@@ -123,6 +123,7 @@ def overhead_lines(
         ("  embed_query", "part_embed_query"),
         ("  EdgeIndex.search (user, top semantic_k = 20)", "part_vector_search"),
         ("  the user's facts, ranked (tier 2)", "part_facts_search"),
+        ("  retired facts of the recalled conversations (outdated)", "part_facts_retired"),
     ):
         if key in breakdown:  # "budget_cold" needs a counter with a cache
             lines.append(stats_row(label, breakdown[key]))

@@ -117,6 +117,9 @@ class Request:
 
 #: Facts each user has (a profile of a few dozen lines, as a user of some months would).
 FACTS_PER_USER = 20
+#: Times each user moved: as many superseded "home" facts, each learnt at the first turn of
+#: one of their conversations (what a recalled turn is checked against).
+MOVES_PER_USER = 4
 
 
 def make_conversations(settings: Settings, rng: random.Random) -> list[Conversation]:
@@ -312,13 +315,25 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
     figures["points"] = services.vectors.index.count()
     figures["drain_turns_per_second"] = figures["points"] / figures["drain_seconds"]
 
-    # Each user's profile: FACTS_PER_USER facts, in every prompt of theirs.
+    # Each user's profile: FACTS_PER_USER facts, in every prompt of theirs, and a home that
+    # moved MOVES_PER_USER times (the older homes retired, pointing at turns).
     t0 = time.perf_counter()
     for number in range(settings.users):
         user = f"user-{number:03d}"
         for fact in range(FACTS_PER_USER):
             text = fill("I care about {topic} and {food}; {person} lives in {city}.", rng)
             manager.add_fact(user, FactDraft(f"Note {fact}: {text}"))
+        own = [c for c in conversations if c.user_id == user]
+        for move in range(MOVES_PER_USER + 1):
+            where = own[move % len(own)].conversation_id
+            home = FactDraft(
+                fill("I live in {city}.", rng),
+                subject="home",
+                origin="extracted",
+                conversation_id=where,
+                turns=(1, 1),
+            )
+            manager.fact_store.add(user, home)
     figures["facts_seconds"] = time.perf_counter() - t0
 
     # Summaries up to the last few turns, as threshold consolidation would have left them.

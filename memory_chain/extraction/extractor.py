@@ -19,7 +19,6 @@ from memory_chain.chat.models import DEFAULT_WINDOW, ModelInfo
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.extraction.prompt import build_messages, extraction_schema, split_parts
 from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_extraction
-from memory_chain.extraction.subjects import SubjectGuesser
 from memory_chain.facts.grounding import names
 from memory_chain.facts.model import Fact, FactDraft
 from memory_chain.facts.reconcile import REPLACES_COSINE, SAME_COSINE, normalized
@@ -76,7 +75,6 @@ class FactExtractor:
         self.facts = facts
         self.model = model or (lambda: None)
         self.reply_tokens = reply_tokens
-        self.subjects = SubjectGuesser(self._embed)
 
     def learn(self, user_id: str, conversation_id: str, turns: Sequence[Turn]) -> list[FactChange]:
         """Extract the facts of ``turns`` and file them (:meth:`extract`, then :meth:`file`)."""
@@ -120,7 +118,7 @@ class FactExtractor:
                 elif normalized(fact.text) not in seen:
                     seen.add(normalized(fact.text))
                     found.append(fact)
-        return self._trusted(self._told(found), dict(zip(labels, known, strict=True)))
+        return self._trusted(found, dict(zip(labels, known, strict=True)))
 
     def file(
         self, user_id: str, conversation_id: str, found: Sequence[ExtractedFact]
@@ -203,15 +201,6 @@ class FactExtractor:
                 f"the summary model did not answer ({type(exc).__name__}: {exc})"
             ) from exc
         return message_text(reply)
-
-    def _told(self, found: list[ExtractedFact]) -> list[ExtractedFact]:
-        """``found``, a subject told by meaning where the model gave none (not for plans)."""
-        blank = [i for i, f in enumerate(found) if f.subject is None and f.kind != "plan"]
-        guessed = self.subjects.guess([found[i].text for i in blank])
-        for index, subject in zip(blank, guessed, strict=True):
-            if subject is not None:
-                found[index] = replace(found[index], subject=subject)
-        return found
 
     def _trusted(
         self, found: list[ExtractedFact], by_label: dict[str, Fact]

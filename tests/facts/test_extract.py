@@ -33,7 +33,6 @@ from memory_chain.extraction import (
     extraction_schema,
     parse_extraction,
 )
-from memory_chain.extraction.subjects import SubjectGuesser
 from memory_chain.facts.grounding import (
     Evidence,
     clean_subject,
@@ -371,47 +370,6 @@ def test_facts_of_one_range_do_not_supersede_one_another(facts: FactStore) -> No
     changes = extractor.learn("ana", "shop", chat)
     assert [c.action for c in changes] == ["added", "added"]
     assert len(facts.of_user("ana")) == 2
-
-
-def test_a_fact_left_without_a_subject_is_given_one_by_meaning(facts: FactStore) -> None:
-    """The embedded model mostly leaves the subject empty: a move must still supersede."""
-    facts.add("ana", FactDraft("I live in Lisbon.", subject="home", origin="extracted"))
-    chat = turns(
-        "We moved to Porto last month. My sister moved to Rome. I'm moving to Oslo in 2030.",
-        "Big year!",
-        "I started working at Vetra as a designer, and I still love hiking.",
-    )
-    extractor = FactExtractor(
-        Scripted(
-            replies=[
-                reply(
-                    fact("We moved to Porto last month.", 1, subject=""),
-                    fact("My sister moved to Rome.", 1, subject=""),
-                    fact("I'm moving to Oslo in 2030.", 1, subject="", kind="plan"),
-                    fact("I started working at Vetra as a designer.", 3, subject=""),
-                    fact("I still love hiking.", 3, subject=""),
-                )
-            ]
-        ),
-        facts,
-    )
-    found = extractor.extract("ana", chat)
-    # Told by meaning: the user's own move and job; not the sister's move, not a plan, not
-    # a hobby.
-    assert [f.subject for f in found] == ["home", None, None, "job", None]
-    extractor.file("ana", "year", found)
-    (old,) = facts.of_user("ana", statuses=("superseded",))
-    assert old.text == "I live in Lisbon."
-    assert "We moved to Porto last month." in {f.text for f in facts.of_user("ana")}
-
-
-def test_no_subject_is_told_without_an_embedding_model(sqlite_store: SQLStore) -> None:
-    assert SubjectGuesser(lambda texts: None).guess(["We moved to Porto."]) == [None]
-    plain = FactStore(sqlite_store.database)  # no embedding model
-    extractor = FactExtractor(
-        Scripted(replies=[reply(fact("We moved to Porto.", 1, subject=""))]), plain
-    )
-    assert [f.subject for f in extractor.extract("ana", turns("We moved to Porto."))] == [None]
 
 
 def test_forget_requests_are_no_source_of_facts(facts: FactStore) -> None:

@@ -1,8 +1,9 @@
 """The extraction reply: the facts of its JSON, checked against what the user said.
 
 A reply cut short by its token limit still gives the facts it completed; questions,
-duplicates, facts the user's turns do not support (:mod:`memory_chain.facts.grounding`) and
-vague subjects are dropped, and each fact is pinned to the user turn it comes from.
+requests, the assistant's words, duplicates, facts the user's turns do not support
+(:mod:`memory_chain.facts.grounding`) and vague subjects are dropped, and each fact is
+pinned to the user turn it comes from.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.extraction.prompt import MAX_FACT_TEXT, MAX_FACTS
-from memory_chain.facts.grounding import Evidence, clean_subject, grounded, is_question, words_of
+from memory_chain.facts.grounding import (
+    Evidence,
+    clean_subject,
+    echoes_assistant,
+    grounded,
+    is_question,
+    is_request,
+    words_of,
+)
 from memory_chain.facts.model import KINDS, Fact, FactKind
 from memory_chain.facts.reconcile import normalized
 from memory_chain.schemas import Turn
@@ -102,7 +111,9 @@ def parse_extraction(
     Raises:
         ExtractionError: The reply holds no JSON facts (nor the start of them).
     """
-    said = Evidence.of(turn.content for turn in turns if turn.role == "user")
+    users = [turn.content for turn in turns if turn.role == "user"]
+    assistants = [turn.content for turn in turns if turn.role == "assistant"]
+    said = Evidence.of(users)
     user_lines = [number for number, turn in enumerate(turns, 1) if turn.role == "user"]
     found: list[ExtractedFact] = []
     seen: set[str] = set()
@@ -114,7 +125,9 @@ def parse_extraction(
             continue
         text = " ".join(text.split())
         key = normalized(text)
-        if key in seen or is_question(text) or not grounded(text, said):
+        if key in seen or is_question(text) or is_request(text) or not grounded(text, said):
+            continue
+        if echoes_assistant(text, users, assistants):
             continue
         seen.add(key)
         kind = item.get("kind")

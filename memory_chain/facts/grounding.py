@@ -5,6 +5,13 @@ user's questions, details of the prompt's worked example, and things nobody said
 checks keep only facts the user's own words support:
 
 * **not a question**, and not a report of one ("The user asked about bakeries");
+* **not a request** to the assistant: a polite imperative with no word about the speaker
+  ("Also, please save this file as csv"; "Please no mushrooms, I can't stand them" is a
+  fact: :func:`is_request`);
+* **not the assistant's words**: a fact that one of the assistant's turns says more of than
+  any of the user's ("I can't export files, but you can save it as CSV", the assistant's
+  reply, extracted with the user's "save this file as csv" as its support:
+  :func:`echoes_assistant`);
 * **every name and number in the fact appears in the user's words** (names: capitalized
   words after the first, possessives aside; numbers: digits, with "seven" and "7" alike);
 * **most of the fact's content words** match words of the user's, by their stems ("moved" /
@@ -57,6 +64,12 @@ _REPORTED_QUESTION = re.compile(
     r"\b(?:asked|asks|asking|wonders|wondered|wondering|wants to know|inquired|inquires)\b",
     re.IGNORECASE,
 )
+_REQUEST_START = re.compile(
+    r"(?:(?:also|and|so|now|ok|okay)\b[,\s]+)?(?:please|pls|kindly)\b", re.IGNORECASE
+)
+_FIRST_PERSON = _listed("i i'm i've i'd i'll me my mine myself we we're we've our ours us")
+#: The share of a fact's content words one assistant turn must hold for the fact to be its.
+ECHO_SHARE = 0.75
 _UNITS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty"
@@ -181,6 +194,32 @@ def is_question(text: str) -> bool:
     if first and first[0].casefold() in _QUESTION_START:
         return True
     return _REPORTED_QUESTION.search(stripped) is not None
+
+
+def is_request(text: str) -> bool:
+    """Whether ``text`` asks the assistant for something and says nothing of the speaker."""
+    if _REQUEST_START.match(text.strip()) is None:
+        return False
+    return not any(word.casefold() in _FIRST_PERSON for word in words_of(text))
+
+
+def echoes_assistant(text: str, user_turns: Iterable[str], assistant_turns: Iterable[str]) -> bool:
+    """Whether ``text`` is the assistant's words rather than the user's.
+
+    It is when one assistant turn holds :data:`ECHO_SHARE` of its content words (by stem)
+    and more of them than any one user turn does.
+    """
+    wanted = _content_words(text)
+    if not wanted:
+        return False
+
+    def share(turn: str) -> float:
+        have = _content_words(turn)
+        return sum(any(same_stem(w, h) for h in have) for w in wanted) / len(wanted)
+
+    theirs = max((share(turn) for turn in assistant_turns), default=0.0)
+    ours = max((share(turn) for turn in user_turns), default=0.0)
+    return theirs >= ECHO_SHARE and theirs > ours
 
 
 def grounded(text: str, said: Evidence) -> bool:

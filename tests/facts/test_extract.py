@@ -36,8 +36,10 @@ from memory_chain.extraction import (
 from memory_chain.facts.grounding import (
     Evidence,
     clean_subject,
+    echoes_assistant,
     grounded,
     is_question,
+    is_request,
     subject_key,
 )
 from memory_chain.facts.model import KINDS, FactDraft
@@ -194,6 +196,32 @@ def test_questions_and_reported_questions_are_dropped() -> None:
     assert [f.text for f in found] == ["I work as a pharmacist."]
     assert is_question("Is Mia seven?")
     assert not is_question("Mia is seven.")
+
+
+def test_requests_and_the_assistants_own_words_are_dropped() -> None:
+    chat = turns(
+        "I don't remember that movie's title. Also, please save this file as csv.",
+        "I can't export files, but you can save it as CSV from your spreadsheet.",
+        "Please no mushroom recipes, I can't stand mushrooms. Yes, the vegetarian option.",
+    )
+    found = parse_extraction(
+        reply(
+            fact("Also, please save this file as csv.", 1),  # a request to the assistant
+            fact("I can't export files, but you can save it as CSV.", 1),  # the reply's words
+            fact("Please no mushroom recipes, I can't stand mushrooms.", 3),  # a preference
+            fact("I want the vegetarian option.", 3),  # said by both: the user's
+            fact("I don't remember that movie's title.", 1),
+        ),
+        chat,
+    )
+    assert [f.text for f in found] == [
+        "Please no mushroom recipes, I can't stand mushrooms.",
+        "I want the vegetarian option.",
+        "I don't remember that movie's title.",
+    ]
+    assert is_request("Kindly book the table for four.")
+    assert not is_request("Please remember my wife is Ana.")
+    assert not echoes_assistant("We moved to Porto.", ["We moved to Porto!"], ["Porto, nice."])
 
 
 def test_facts_not_grounded_in_the_users_words_are_dropped() -> None:

@@ -1,7 +1,7 @@
 """The extraction reply: the facts of its JSON, checked against what the user said.
 
 A reply cut short by its token limit still gives the facts it completed; questions,
-requests, the assistant's words, duplicates, facts the user's turns do not support
+requests, copied turns, the assistant's words, duplicates, facts the user's turns do not support
 (:mod:`memory_chain.facts.grounding`) and vague subjects are dropped, and each fact is
 pinned to the user turn it comes from.
 """
@@ -20,6 +20,7 @@ from memory_chain.facts.grounding import (
     clean_subject,
     echoes_assistant,
     grounded,
+    is_copied_turn,
     is_question,
     is_request,
     words_of,
@@ -121,11 +122,14 @@ def parse_extraction(
         if not isinstance(item, dict) or not user_lines:
             continue
         text = item.get("text")
-        if not isinstance(text, str) or not text.strip() or len(text) > MAX_FACT_TEXT:
+        # A text at the length limit was cut there: a turn being copied, not a fact.
+        if not isinstance(text, str) or not text.strip() or len(text) >= MAX_FACT_TEXT:
             continue
         text = " ".join(text.split())
         key = normalized(text)
-        if key in seen or is_question(text) or is_request(text) or not grounded(text, said):
+        if key in seen or is_question(text) or is_request(text) or is_copied_turn(text):
+            continue
+        if not grounded(text, said):
             continue
         if echoes_assistant(text, users, assistants):
             continue

@@ -8,6 +8,10 @@ checks keep only facts the user's own words support:
 * **not a request** to the assistant: a polite imperative with no word about the speaker
   ("Also, please save this file as csv"; "Please no mushrooms, I can't stand them" is a
   fact: :func:`is_request`);
+* **not a copied turn**: a "fact" of :data:`MAX_SENTENCES` sentences or more is a turn
+  copied whole, greetings and thanks included ("Thanks, Mel! Your words mean a lot. I'll do
+  my best."), not a fact (:func:`is_copied_turn`; a reply cut at the length limit is the
+  same, checked where it is parsed);
 * **not the assistant's words**: a fact that one of the assistant's turns says more of than
   any of the user's ("I can't export files, but you can save it as CSV", the assistant's
   reply, extracted with the user's "save this file as csv" as its support:
@@ -64,6 +68,10 @@ _REPORTED_QUESTION = re.compile(
     r"\b(?:asked|asks|asking|wonders|wondered|wondering|wants to know|inquired|inquires)\b",
     re.IGNORECASE,
 )
+#: Sentences from which a proposed fact is a copied turn (a fact is one short sentence,
+#: two at most: "I quit my job. I start at Vetra on Monday.").
+MAX_SENTENCES = 3
+_SENTENCE_END = re.compile(r"([.!?])[\"')\]]*\s+(?=\S)")
 _REQUEST_START = re.compile(
     r"(?:(?:also|and|so|now|ok|okay)\b[,\s]+)?(?:please|pls|kindly)\b", re.IGNORECASE
 )
@@ -194,6 +202,21 @@ def is_question(text: str) -> bool:
     if first and first[0].casefold() in _QUESTION_START:
         return True
     return _REPORTED_QUESTION.search(stripped) is not None
+
+
+def is_copied_turn(text: str) -> bool:
+    """Whether ``text`` has :data:`MAX_SENTENCES` sentences or more: a turn, not a fact.
+
+    A sentence ends at ``.``, ``!`` or ``?`` before a space; not after a short capitalized
+    word ("Mr.", "St.", "Dr."), which is an abbreviation more often than a sentence's end.
+    """
+    ends = 0
+    for end in _SENTENCE_END.finditer(text.strip()):
+        before = words_of(text[: end.start()])
+        if end.group(1) == "." and before and len(before[-1]) <= 3 and before[-1][0].isupper():
+            continue
+        ends += 1
+    return ends + 1 >= MAX_SENTENCES
 
 
 def is_request(text: str) -> bool:

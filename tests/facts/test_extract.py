@@ -26,6 +26,7 @@ from memory_chain.chat.models import ModelInfo
 from memory_chain.consolidation import ConsolidationService
 from memory_chain.extraction import (
     EXTRACTION_SYSTEM,
+    MAX_FACT_TEXT,
     MAX_FACTS,
     SUBJECTS,
     ExtractionError,
@@ -38,6 +39,7 @@ from memory_chain.facts.grounding import (
     clean_subject,
     echoes_assistant,
     grounded,
+    is_copied_turn,
     is_question,
     is_request,
     subject_key,
@@ -222,6 +224,24 @@ def test_requests_and_the_assistants_own_words_are_dropped() -> None:
     assert is_request("Kindly book the table for four.")
     assert not is_request("Please remember my wife is Ana.")
     assert not echoes_assistant("We moved to Porto.", ["We moved to Porto!"], ["Porto, nice."])
+
+
+def test_a_turn_copied_whole_or_cut_at_the_length_limit_is_no_fact() -> None:
+    said = (
+        "Thanks, Mel! Your kind words mean a lot. I'll do my best for these kids. "
+        "I quit my job. I start at Vetra on Monday. " + "I collect stamps from Peru " * 12
+    )
+    found = parse_extraction(
+        reply(
+            fact("Thanks, Mel! Your kind words mean a lot. I'll do my best for these kids.", 1),
+            fact("I quit my job. I start at Vetra on Monday.", 1),  # two sentences: a fact
+            fact(("I collect stamps from Peru " * 12)[:MAX_FACT_TEXT], 1),  # cut at the limit
+        ),
+        turns(said),
+    )
+    assert [f.text for f in found] == ["I quit my job. I start at Vetra on Monday."]
+    assert not is_copied_turn("I live in St. Ives near Mr. Brown, who has a dog.")
+    assert is_copied_turn("Hey! Long time no talk! Take a look at this.")
 
 
 def test_facts_not_grounded_in_the_users_words_are_dropped() -> None:

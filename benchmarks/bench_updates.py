@@ -45,6 +45,7 @@ from update_scenarios import QUICK, SCENARIOS, Expect, Scenario
 from memory_chain.chat.request import ChatRequest
 from memory_chain.config import MemorySettings
 from memory_chain.facts.model import STATUSES, Fact
+from memory_chain.facts.outdated import OUTDATED
 from memory_chain.facts.reconcile import normalized
 from memory_chain.services import Services, open_services
 
@@ -57,7 +58,7 @@ USER = "bench-user"
 #: Prompt sections that are memory (the instructions and the message are not).
 MEMORY_SECTIONS = ("summary", "recent", "memories")
 #: What a recalled turn's line says when the fact it stated was superseded.
-OUTDATED = "; outdated, now: "
+NOTED = f"; {OUTDATED}"
 #: What the JSON says of each fact.
 FACT_FIELDS = ("text", "status", "origin", "kind", "subject", "conversation_id")
 
@@ -184,10 +185,10 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
     keys = [normalized(line) for line in facts]
     # A recalled turn noted as outdated (its fact superseded) says so: counted apart.
     memory = {
-        name: normalized("\n".join(t for t in lines.get(name, []) if OUTDATED not in t))
+        name: normalized("\n".join(t for t in lines.get(name, []) if NOTED not in t))
         for name in MEMORY_SECTIONS
     }
-    noted = normalized("\n".join(t for t in lines.get("memories", []) if OUTDATED in t))
+    noted = normalized("\n".join(t for t in lines.get("memories", []) if NOTED in t))
     retired = [f for f in all_facts(services) if f.status != "current"]
     in_facts, elsewhere, marked = [], [], []
     for fact in retired:

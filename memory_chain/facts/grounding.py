@@ -210,9 +210,10 @@ def is_copied_turn(text: str) -> bool:
     A sentence ends at ``.``, ``!`` or ``?`` before a space; not after a short capitalized
     word ("Mr.", "St.", "Dr."), which is an abbreviation more often than a sentence's end.
     """
+    stripped = text.strip()
     ends = 0
-    for end in _SENTENCE_END.finditer(text.strip()):
-        before = words_of(text[: end.start()])
+    for end in _SENTENCE_END.finditer(stripped):
+        before = words_of(stripped[: end.start()])
         if end.group(1) == "." and before and len(before[-1]) <= 3 and before[-1][0].isupper():
             continue
         ends += 1

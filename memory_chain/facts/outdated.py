@@ -31,6 +31,8 @@ from memory_chain.schemas import MemoryItem
 #: Turns before a fact's source turn that may be what it was learnt from ("Remember this."
 #: saves the message before it).
 LOOKBACK_TURNS = 2
+#: How a noted turn's line begins its note, before what holds now.
+OUTDATED = "outdated, now: "
 
 
 def recalled_from(items: Sequence[MemoryItem]) -> set[str]:
@@ -57,12 +59,12 @@ def mark_outdated(
         return list(items)
     kept: list[MemoryItem] = []
     for item in items:
-        stated = [(old, now) for old, now in retired if _user_turn(item) and _states(item, old)]
+        stated = _stated(item, retired) if _user_turn(item) else []
         if not stated:
             kept.append(item)
         elif all(now is not None for _, now in stated):
             now_texts = dict.fromkeys(f'"{now.text}"' for _, now in stated if now is not None)
-            kept.append(replace(item, note="outdated, now: " + "; ".join(now_texts)))
+            kept.append(replace(item, note=OUTDATED + "; ".join(now_texts)))
     return kept
 
 
@@ -70,12 +72,19 @@ def _user_turn(item: MemoryItem) -> bool:
     return item.kind == "turn" and item.role == "user" and item.turn_number is not None
 
 
-def _states(item: MemoryItem, fact: Fact) -> bool:
-    """Whether the recalled turn ``item`` is where ``fact`` was learnt, and says it."""
-    if fact.turns is None or fact.conversation_id != item.conversation_id:
-        return False
-    first, last = fact.turns
+def _stated(
+    item: MemoryItem, retired: Sequence[tuple[Fact, Fact | None]]
+) -> list[tuple[Fact, Fact | None]]:
+    """The retired facts the recalled user turn ``item`` is where they were learnt, and says."""
     assert item.turn_number is not None
-    if not first - LOOKBACK_TURNS <= item.turn_number <= last:
-        return False
-    return grounded(fact.text, Evidence.of([item.content]))
+    near = [
+        (old, now)
+        for old, now in retired
+        if old.turns is not None
+        and old.conversation_id == item.conversation_id
+        and old.turns[0] - LOOKBACK_TURNS <= item.turn_number <= old.turns[1]
+    ]
+    if not near:
+        return []
+    said = Evidence.of([item.content])
+    return [(old, now) for old, now in near if grounded(old.text, said)]

@@ -491,11 +491,13 @@ class MemoryManager:
         items = found.items
         try:
             facts = self.profile(user_id, found.vector)
-            retired = self.fact_store.retired(user_id, recalled_from(items))
-            items = mark_outdated(items, retired)
         except MemoryChainError as exc:
             facts = ()
             degraded.append(f"user facts: {exc}")
+        try:
+            items = mark_outdated(items, self.fact_store.retired(user_id, recalled_from(items)))
+        except MemoryChainError as exc:
+            degraded.append(f"retired facts (recalled turns not checked): {exc}")
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,

@@ -29,16 +29,11 @@ from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.services import open_services
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql.export import read_conversations, read_export, read_facts
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.models import conversations, facts, outbox, summaries, turns
-from memory_chain.tiers.sql.transfer import (
-    ConversationExistsError,
-    ConversationRecord,
-    read_conversations,
-    read_export,
-    read_facts,
-    write_conversation,
-)
+from memory_chain.tiers.sql.restore import ConversationExistsError, write_conversation
+from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.transfer import FACT_FORMAT, FORMAT, VERSION

@@ -29,9 +29,9 @@ from memory_chain.facts.model import FactDraft
 from memory_chain.integrations.store import MemoryStore
 from memory_chain.schemas import NewTurn
 from memory_chain.services import Services, open_services
+from memory_chain.tiers.sql.export import read_export, read_store_items
 from memory_chain.tiers.sql.models import store_items
 from memory_chain.tiers.sql.store_items import StoredItem, StoreItemExistsError
-from memory_chain.tiers.sql.transfer import read_export, read_store_items
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.transfer import (
     FACT_FORMAT,

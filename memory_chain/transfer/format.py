@@ -96,7 +96,7 @@ from memory_chain.schemas import (
     Turn,
     utcnow,
 )
-from memory_chain.tiers.sql.transfer import ConversationRecord
+from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.transfer.fields import (
     check_fields,
     check_version,
@@ -347,7 +347,7 @@ def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
         now: The ``created_at`` of a fact that leaves it out (default: now).
 
     Returns:
-        The fact; :func:`~memory_chain.tiers.sql.transfer.check_fact` checks it against the
+        The fact; :func:`~memory_chain.tiers.sql.restore.check_fact` checks it against the
         store's rules.
 
     Raises:

@@ -1,7 +1,8 @@
 """Export to and import from JSON Lines files (``memory-chain export`` / ``import``).
 
 The line format is in :mod:`memory_chain.transfer.format` (store-item lines in
-:mod:`.items`); the store-level reads and writes in :mod:`memory_chain.tiers.sql.transfer`.
+:mod:`.items`); the store-level reads in :mod:`memory_chain.tiers.sql.export`, checks and
+writes in :mod:`memory_chain.tiers.sql.restore`.
 An export writes the conversations in scope, then the facts of their users (every status),
 then their store items (what agents kept in ``MemoryStore``). An import reads and checks the
 whole file before writing anything (:mod:`.plan`), then writes one transaction per
@@ -37,15 +38,11 @@ from sqlalchemy import Engine
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
 from memory_chain.facts.model import Fact
 from memory_chain.schemas import utcnow
+from memory_chain.tiers.sql.export import count_conversations, read_export
 from memory_chain.tiers.sql.facts import FactStore
+from memory_chain.tiers.sql.restore import OnConflict, write_conversation
 from memory_chain.tiers.sql.store import SQLStore
 from memory_chain.tiers.sql.store_items import StoredItem, StoreItems
-from memory_chain.tiers.sql.transfer import (
-    OnConflict,
-    count_conversations,
-    read_export,
-    write_conversation,
-)
 from memory_chain.transfer.lines import Line, check_line, describe, export_line, line_from_json
 from memory_chain.transfer.plan import ImportFileError, ImportPlan
 

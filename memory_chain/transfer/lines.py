@@ -21,8 +21,9 @@ from datetime import datetime
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.facts.model import Fact
+from memory_chain.tiers.sql.restore import check_fact, check_record
+from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace
-from memory_chain.tiers.sql.transfer import ConversationRecord, check_fact, check_record
 from memory_chain.transfer.fields import read_object
 from memory_chain.transfer.format import (
     FACT_FORMAT,
@@ -91,8 +92,8 @@ def check_line(item: Line, *, max_chars: int) -> None:
         max_chars: Longest accepted turn content.
 
     Raises:
-        InvalidInputError: As :func:`~memory_chain.tiers.sql.transfer.check_record`,
-            :func:`~memory_chain.tiers.sql.transfer.check_fact` or
+        InvalidInputError: As :func:`~memory_chain.tiers.sql.restore.check_record`,
+            :func:`~memory_chain.tiers.sql.restore.check_fact` or
             :func:`~.items.check_store_item` do.
     """
     if isinstance(item, Fact):

@@ -22,19 +22,19 @@ from sqlalchemy import Engine
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.facts.model import Fact
-from memory_chain.tiers.sql.store_items import (
-    StoredItem,
-    StoreItemExistsError,
-    encode_namespace,
-)
-from memory_chain.tiers.sql.transfer import (
+from memory_chain.tiers.sql.restore import (
     ConversationExistsError,
-    ConversationRecord,
     ItemKey,
     OnConflict,
     existing_conversations,
     existing_facts,
     existing_store_items,
+)
+from memory_chain.tiers.sql.rows import ConversationRecord
+from memory_chain.tiers.sql.store_items import (
+    StoredItem,
+    StoreItemExistsError,
+    encode_namespace,
 )
 
 

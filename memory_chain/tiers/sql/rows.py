@@ -1,9 +1,15 @@
-"""Row conversions and driver-error mapping shared by the tier-2 modules."""
+"""Row conversions and driver-error mapping shared by the tier-2 modules.
+
+:class:`ConversationRecord` is a whole conversation's rows, as
+:mod:`memory_chain.tiers.sql.export` reads them and :mod:`memory_chain.tiers.sql.restore`
+writes them back.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -112,6 +118,21 @@ def summary_from_row(row: Any) -> Summary:
         created_at=as_utc(row.created_at),
         token_count=row.token_count,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    """One conversation as stored: its row, its turns (in order) and its range summaries.
+
+    Attributes:
+        info: The ``conversations`` row (counters, running summary, status).
+        turns: Every turn, numbered ``1..info.turn_count``.
+        summaries: Every range summary, in turn order.
+    """
+
+    info: ConversationInfo
+    turns: list[Turn] = field(default_factory=list)
+    summaries: list[Summary] = field(default_factory=list)
 
 
 @contextmanager

@@ -1,20 +1,20 @@
-"""Whole conversations, users' facts and store items in and out of tier 2, exactly as stored.
+"""Whole conversations, users' facts and store items checked and written back into tier 2.
 
-:func:`read_conversations` reads conversations with their turns and summaries, column for
-column, in one read transaction (a consistent snapshot); :func:`read_export` reads them,
-then the facts of their users (:func:`read_facts`, every status, so the history too), then
-their users' store items (:func:`read_store_items`, what agents kept in ``MemoryStore``) in
-the same snapshot. :func:`write_conversation` writes one such conversation back in one
-transaction, keeping its turn numbers, timestamps, counters, status and summaries
-(:meth:`SQLStore.append_turns` numbers turns itself, so it cannot be used to restore), and
-queues its turns for tier 3 when the store does. A conversation is either written whole or
-not at all. Facts are written back by :meth:`memory_chain.tiers.sql.facts.FactStore.restore`
-(ids, statuses and dates kept) after :func:`check_fact`, store items by
-:meth:`memory_chain.tiers.sql.store_items.StoreItems.restore`.
+An import checks everything before it writes anything: :func:`check_record` checks a
+conversation and :func:`check_fact` a fact against the store's rules, and
+:func:`existing_conversations`, :func:`existing_facts` and :func:`existing_store_items` say
+which of them are already stored. :func:`write_conversation` then writes one conversation, as
+:func:`memory_chain.tiers.sql.export.read_conversations` read it, in one transaction, keeping
+its turn numbers, timestamps, counters, status and summaries (:meth:`SQLStore.append_turns`
+numbers turns itself, so it cannot be used to restore), and queues its turns for tier 3 when
+the store does. A conversation is either written whole or not at all. Facts are written back
+by :meth:`memory_chain.tiers.sql.facts.FactStore.restore` (ids, statuses and dates kept) after
+:func:`check_fact`, store items by :meth:`memory_chain.tiers.sql.store_items.StoreItems.restore`.
 
 Example:
     >>> from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-    >>> from memory_chain.tiers.sql.transfer import read_conversations, write_conversation
+    >>> from memory_chain.tiers.sql.export import read_conversations
+    >>> from memory_chain.tiers.sql.restore import write_conversation
     >>> source = create_sql_engine("sqlite:////tmp/mc-source.db")  # doctest: +SKIP
     >>> target = SQLStore(create_sql_engine("sqlite:////tmp/mc-target.db"))  # doctest: +SKIP
     >>> upgrade(target.engine)  # doctest: +SKIP
@@ -26,42 +26,31 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Collection
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, Select, func, insert, select, tuple_
+from sqlalchemy import Connection, Engine, insert, select, tuple_
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import ORIGINS, STATUSES, Fact
-from memory_chain.schemas import (
-    ConversationInfo,
-    NewTurn,
-    Summary,
-    Turn,
-    validate_id,
-    validate_new_turns,
-    validate_status,
-)
-from memory_chain.tiers.sql.facts import checked_kind, checked_text, fact_from_row
+from memory_chain.schemas import NewTurn, Summary, validate_id, validate_new_turns, validate_status
+from memory_chain.tiers.sql.facts import checked_kind, checked_text
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
-    conversation_from_row,
-    conversation_scope,
+    ConversationRecord,
     naive_utc,
     storage_errors,
     stored_id,
-    summary_from_row,
-    turn_from_row,
     turn_values,
 )
 from memory_chain.tiers.sql.store import SQLStore
-from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace, item_from_row
+from memory_chain.tiers.sql.store_items import encode_namespace
 
 OnConflict = Literal["fail", "skip"]
 #: A store item's address: (user id, namespace below the user, key).
 ItemKey = tuple[str, tuple[str, ...], str]
+#: Ids looked up per query.
 _PAGE = 500
 #: A fact's id: 32 lowercase hexadecimal digits (a UUID4's ``hex``).
 FACT_ID = re.compile(r"[0-9a-f]{32}")
@@ -76,187 +65,6 @@ class ConversationExistsError(MemoryChainError):
             "conversations (--on-conflict skip), or delete it first"
         )
         self.conversation_id = conversation_id
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationRecord:
-    """One conversation as stored: its row, its turns (in order) and its range summaries.
-
-    Attributes:
-        info: The ``conversations`` row (counters, running summary, status).
-        turns: Every turn, numbered ``1..info.turn_count``.
-        summaries: Every range summary, in turn order.
-    """
-
-    info: ConversationInfo
-    turns: list[Turn] = field(default_factory=list)
-    summaries: list[Summary] = field(default_factory=list)
-
-
-def _scoped(statement: Select[Any], user_id: str | None, conversation_id: str | None) -> Any:
-    if user_id is not None:
-        statement = statement.where(conversations.c.user_id == user_id)
-    column = conversations.c.conversation_id
-    return statement.where(*conversation_scope(column, user_id, conversation_id))
-
-
-def count_conversations(
-    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
-) -> int:
-    """How many conversations :func:`read_conversations` would yield."""
-    statement = _scoped(select(func.count()).select_from(conversations), user_id, conversation_id)
-    with storage_errors(), engine.connect() as conn:
-        return int(conn.execute(statement).scalar_one())
-
-
-def _snapshot(conn: Connection) -> Connection:
-    # One snapshot for the whole read: a turn written meanwhile must not show up in a
-    # conversation whose counters were read before it. SQLite's read transaction already is.
-    if conn.dialect.name == "postgresql":
-        return conn.execution_options(isolation_level="REPEATABLE READ")
-    return conn
-
-
-def read_conversations(
-    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
-) -> Iterator[ConversationRecord]:
-    """Every conversation in scope with its turns and summaries, oldest conversation first.
-
-    Conversations are read a page at a time, so memory holds one page of rows plus one
-    conversation's turns.
-
-    Args:
-        engine: The tier-2 engine.
-        user_id: Only this user's conversations.
-        conversation_id: Only conversations of this id (of ``user_id``, or of every user).
-
-    Yields:
-        One record per conversation, in creation order.
-    """
-    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
-        yield from _conversation_records(conn, user_id, conversation_id)
-
-
-def read_facts(
-    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
-) -> Iterator[Fact]:
-    """Every fact in scope, whatever its status, by user, then oldest first.
-
-    Args:
-        engine: The tier-2 engine.
-        user_id: Only this user's facts.
-        conversation_id: Only the facts learnt in conversations of this id (of ``user_id``,
-            or of every user).
-
-    Yields:
-        The facts, ordered by user id, then ``created_at`` (then id).
-    """
-    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
-        yield from _fact_records(conn, user_id, conversation_id)
-
-
-def read_store_items(engine: Engine, *, user_id: str | None = None) -> Iterator[StoredItem]:
-    """Every store item (every user's, or ``user_id``'s), by user, namespace and key.
-
-    Args:
-        engine: The tier-2 engine.
-        user_id: Only this user's items.
-
-    Yields:
-        The items, with their search text and vector as stored.
-    """
-    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
-        yield from _store_item_records(conn, user_id)
-
-
-def read_export(
-    engine: Engine, *, user_id: str | None = None, conversation_id: str | None = None
-) -> Iterator[ConversationRecord | Fact | StoredItem]:
-    """What an export holds: conversations, then facts, then store items.
-
-    :func:`read_conversations`, :func:`read_facts` and :func:`read_store_items` in one
-    snapshot, so a fact stored or a conversation purged meanwhile does not show up on one
-    side only. Store items belong to a user, not to a conversation: an export of one
-    conversation (``conversation_id``) has none.
-
-    Args:
-        engine: The tier-2 engine.
-        user_id: Only this user's conversations, facts and store items.
-        conversation_id: Only conversations of this id and the facts learnt in them.
-
-    Yields:
-        Every conversation in creation order, then every fact (by user, oldest first), then
-        every store item (by user, namespace and key).
-    """
-    with storage_errors(), engine.connect() as conn, _snapshot(conn).begin():
-        yield from _conversation_records(conn, user_id, conversation_id)
-        yield from _fact_records(conn, user_id, conversation_id)
-        if conversation_id is None:
-            yield from _store_item_records(conn, user_id)
-
-
-def _conversation_records(
-    conn: Connection, user_id: str | None, conversation_id: str | None
-) -> Iterator[ConversationRecord]:
-    last_id = 0
-    while True:
-        page = conn.execute(
-            _scoped(select(conversations), user_id, conversation_id)
-            .where(conversations.c.id > last_id)
-            .order_by(conversations.c.id)
-            .limit(_PAGE)
-        ).all()
-        if not page:
-            return
-        for row in page:
-            cid = row.conversation_id  # the stored id
-            turn_rows = conn.execute(
-                select(turns).where(turns.c.conversation_id == cid).order_by(turns.c.turn_number)
-            ).all()
-            summary_rows = conn.execute(
-                select(summaries)
-                .where(summaries.c.conversation_id == cid)
-                .order_by(summaries.c.turn_range_start)
-            ).all()
-            yield ConversationRecord(
-                info=conversation_from_row(row),
-                turns=[turn_from_row(turn) for turn in turn_rows],
-                summaries=[summary_from_row(summary) for summary in summary_rows],
-            )
-        last_id = page[-1].id
-
-
-def _fact_records(
-    conn: Connection, user_id: str | None, conversation_id: str | None
-) -> Iterator[Fact]:
-    statement = select(facts).order_by(facts.c.user_id, facts.c.created_at, facts.c.id)
-    if user_id is not None:
-        statement = statement.where(facts.c.user_id == user_id)
-    if conversation_id is not None:  # facts hold the client's conversation id
-        statement = statement.where(facts.c.conversation_id == conversation_id)
-    offset = 0
-    while True:  # pages of one snapshot: offsets are stable
-        page = conn.execute(statement.limit(_PAGE).offset(offset)).all()
-        yield from (fact_from_row(row) for row in page)
-        if len(page) < _PAGE:
-            return
-        offset += len(page)
-
-
-def _store_item_records(conn: Connection, user_id: str | None) -> Iterator[StoredItem]:
-    # The primary key's order: unique (no ties) and read along the index.
-    statement = select(store_items).order_by(
-        store_items.c.user_id, store_items.c.namespace, store_items.c.key
-    )
-    if user_id is not None:
-        statement = statement.where(store_items.c.user_id == user_id)
-    offset = 0
-    while True:  # pages of one snapshot: offsets are stable
-        page = conn.execute(statement.limit(_PAGE).offset(offset)).all()
-        yield from (item_from_row(row) for row in page)
-        if len(page) < _PAGE:
-            return
-        offset += len(page)
 
 
 def check_record(record: ConversationRecord, *, max_chars: int) -> None:
@@ -533,18 +341,12 @@ def _summary_values(key: str, summary: Summary) -> dict[str, Any]:
 __all__ = [
     "FACT_ID",
     "ConversationExistsError",
-    "ConversationRecord",
     "ItemKey",
     "OnConflict",
     "check_fact",
     "check_record",
-    "count_conversations",
     "existing_conversations",
     "existing_facts",
     "existing_store_items",
-    "read_conversations",
-    "read_export",
-    "read_facts",
-    "read_store_items",
     "write_conversation",
 ]

@@ -23,11 +23,18 @@ recalled turns noted as outdated (``outdated, now: ...``: :mod:`memory_chain.fac
 Each range's extraction (facts found, what filing them did, failures) and each conversation's
 requests are logged, so a failure shows
 whether the model found nothing or reconciliation chose wrong.
+
+What the user would see (not part of the pass rule; ``--no-answers`` skips it): after the last
+conversation the chat model answers the probe, greedy, twice: with the prompt as built (each
+fact dated by when the user told it, the heading saying the later of two holds) and with the
+same prompt undated (the facts as they read before). A reply is right when it names every
+current value given as an expression and no stale one.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -39,14 +46,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 from harness import Run, configure, goal_line, parser, summarize, verdict
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from update_scenarios import QUICK, SCENARIOS, Expect, Scenario
 
-from memory_chain.chat.request import ChatRequest
+from memory_chain.chat.budget import FACTS_HEADING
+from memory_chain.chat.request import ChatRequest, ReplyOptions
 from memory_chain.config import MemorySettings
 from memory_chain.facts.model import STATUSES, Fact
 from memory_chain.facts.outdated import OUTDATED
 from memory_chain.facts.reconcile import normalized
+from memory_chain.messages import message_text
 from memory_chain.services import Services, open_services
 
 #: Where no Ollama answers, so that the embedded model starts.
@@ -59,6 +68,14 @@ USER = "bench-user"
 MEMORY_SECTIONS = ("summary", "recent", "memories")
 #: What a recalled turn's line says when the fact it stated was superseded.
 NOTED = f"; {OUTDATED}"
+#: The start of a fact's line in a prompt (``- (2026-03-01 09:30) ``).
+FACT_LABEL = re.compile(r"^- (?:\(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) )?")
+#: A fact's date in a prompt's system message.
+FACT_DATE = re.compile(r"^- \(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) ", re.MULTILINE)
+#: Longest answer to a probe, in tokens (the answer names a value early, or not at all).
+ANSWER_TOKENS = 200
+#: The facts' heading before facts were dated.
+UNDATED_HEADING = "What you know about the user:"
 #: What the JSON says of each fact.
 FACT_FIELDS = ("text", "status", "origin", "kind", "subject", "conversation_id")
 
@@ -68,6 +85,7 @@ class Settings:
     scenarios: str | None = None
     llm_url: str | None = None
     model: str | None = None
+    answers: bool = True
     quick: bool = False
 
 
@@ -181,7 +199,7 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
     request = ChatRequest.checked(conversation_id="probe", user_id=USER, message=scenario.probe)
     prompt = services.core.preview(request).prompt
     lines = {s.name: [e.text for e in s.entries] for s in prompt.sections}
-    facts = [line.removeprefix("- ") for line in lines.get("facts", [])]
+    facts = [FACT_LABEL.sub("", line, count=1) for line in lines.get("facts", [])]
     keys = [normalized(line) for line in facts]
     # A recalled turn noted as outdated (its fact superseded) says so: counted apart.
     memory = {
@@ -220,6 +238,59 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
         "stale_elsewhere": stale_elsewhere,
         "tokens": prompt.tokens,
     }
+
+
+def undated(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The prompt with its facts as they read before they were dated (the answers' ablation)."""
+    system = str(messages[0].content).replace(FACTS_HEADING, UNDATED_HEADING)
+    system = FACT_DATE.sub("- ", system)
+    return [SystemMessage(system), *messages[1:]]
+
+
+def answers(services: Services, scenario: Scenario, run: Run, order: int) -> dict[str, Any]:
+    """The chat model's reply to the probe, its facts dated (as shipped) and undated.
+
+    Greedy, at most :data:`ANSWER_TOKENS` tokens, the same prompt but for the facts' dates;
+    the two in turn, which first alternating from scenario to scenario. A reply is right
+    when it names every current value given as an expression and no stale one (a reply that
+    names the old value to say it changed counts as wrong: the rule is strict).
+    """
+    core = services.core
+    if core is None:
+        raise SystemExit("the chat core is not open (open_services(..., llm=True))")
+    request = ChatRequest.checked(
+        conversation_id="probe",
+        user_id=USER,
+        message=scenario.probe,
+        options=ReplyOptions(temperature=0.0, seed=0, max_tokens=ANSWER_TOKENS),
+    )
+    prepared = core.preview(request)
+    info = core.models.resolve(prepared.model)
+    kwargs = core.models.call_options(info, request.options, prepared.prompt.budget.reserve)
+    llm = core.models.chat_model(info)
+    prompts = {"dated": prepared.messages, "undated": undated(prepared.messages)}
+    names = list(prompts) if order % 2 == 0 else list(reversed(prompts))
+    current = [e for e in scenario.current if e.cosine is None]
+    result: dict[str, Any] = {}
+    for name in names:
+        began = time.perf_counter()
+        reply = message_text(llm.invoke(prompts[name], **kwargs))
+        named = [e.label() for e in current if e.pattern().search(reply)]
+        stale = [
+            e.label() for e in scenario.stale if e.cosine is None and e.pattern().search(reply)
+        ]
+        result[name] = {
+            "reply": reply,
+            "current_named": named,
+            "stale_named": stale,
+            "right": len(named) == len(current) and not stale,
+            "seconds": time.perf_counter() - began,
+        }
+    run.progress(
+        f"{scenario.name} answer: "
+        + ", ".join(f"{n} {'right' if result[n]['right'] else 'wrong'}" for n in prompts)
+    )
+    return result
 
 
 def judge(scenario: Scenario, facts: list[Fact], match: Matcher) -> dict[str, Any]:
@@ -284,8 +355,13 @@ def run_step(
     }
 
 
-def run_scenario(scenario: Scenario, settings: Settings, run: Run) -> dict[str, Any]:
-    """The scenario on a fresh data folder: its steps, then the verdict on the facts."""
+def run_scenario(
+    scenario: Scenario, settings: Settings, run: Run, order: int = 0
+) -> dict[str, Any]:
+    """The scenario on a fresh data folder: its steps, the verdict on the facts, the answers.
+
+    ``order`` is the scenario's place in the run (which answer condition goes first).
+    """
     began = time.perf_counter()
     result: dict[str, Any] = {"name": scenario.name, "kind": scenario.kind, "steps": []}
     result |= {"topic": scenario.topic, "error": None}
@@ -305,6 +381,8 @@ def run_scenario(scenario: Scenario, settings: Settings, run: Run) -> dict[str, 
                 done["probe"] = probe(services, scenario, step, match)
                 result["steps"].append(done)
             result |= judge(scenario, all_facts(services), match)
+            if settings.answers:
+                result["answers"] = answers(services, scenario, run, order)
         except SystemExit:
             raise
         except Exception as exc:  # one scenario's crash is its failure, not the run's
@@ -414,6 +492,9 @@ def trace(result: dict[str, Any]) -> list[str]:
             f"{f['text']!r} ({f['origin']}, subject {f['subject']})" for f in item["facts"]
         )
         lines.append(f"  stale {item['expect']} still current: {shown}")
+    for name, said in result.get("answers", {}).items():
+        verdict_ = "right" if said["right"] else "wrong"
+        lines.append(f"  answer, facts {name} ({verdict_}): {said['reply'][:160]!r}")
     for number, step in enumerate(result["steps"], 1):
         for f in step["probe"]["retired_in_facts"]:
             lines.append(f"  c{number} probe: {f['status']} fact {f['text']!r} in the facts")
@@ -471,7 +552,40 @@ def report(results: list[dict[str, Any]]) -> tuple[list[str], dict[str, Any], di
         f"{range_s.get('max', 0) / 1000:.1f}; per scenario p50 "
         f"{scenario_s.get('p50', 0) / 1000:.1f}, max {scenario_s.get('max', 0) / 1000:.1f}",
     ]
+    answered = [r for r in results if r.get("answers")]
+    right: dict[str, Any] = {}
+    if answered:
+        stuck = [r for r in answered if r["counts"]["stale_current"]]
+        for name in ("dated", "undated"):
+            right[name] = {
+                "all": sum(r["answers"][name]["right"] for r in answered),
+                "stale_current": sum(r["answers"][name]["right"] for r in stuck),
+            }
+            for kind in ("plain", "explicit"):
+                of_kind = [r for r in answered if r["kind"] == kind]
+                right[name][kind] = sum(r["answers"][name]["right"] for r in of_kind)
+        lines += [
+            f"  answers to the last probe (greedy; right: every current value named, no stale "
+            f"one), {len(answered)} scenarios:",
+            *(
+                f"    facts {name:<8} {right[name]['all']:>2}/{len(answered)} right (plain "
+                f"{right[name]['plain']}, explicit {right[name]['explicit']}); where a stale "
+                f"value is still current: {right[name]['stale_current']}/{len(stuck)}"
+                for name in ("dated", "undated")
+            ),
+        ]
+        better = sum(
+            r["answers"]["dated"]["right"] and not r["answers"]["undated"]["right"]
+            for r in answered
+        )
+        worse = sum(
+            r["answers"]["undated"]["right"] and not r["answers"]["dated"]["right"]
+            for r in answered
+        )
+        lines.append(f"    dated right where undated wrong: {better}; the reverse: {worse}")
+        right |= {"dated_only": better, "undated_only": worse, "scenarios": len(answered)}
     summary = {"passed": passed, "scenarios": len(results), "by_kind": passing, "totals": total}
+    summary["answers"] = right
     summary |= {"range_ms": range_s, "scenario_ms": scenario_s}
     return lines, summary, verdicts
 
@@ -481,6 +595,13 @@ def main() -> None:
     found.add_argument("--scenarios", help=f"names, comma-separated (default all {len(SCENARIOS)})")
     found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
     found.add_argument("--model", help="the model there, for chat and summaries")
+    found.add_argument(
+        "--no-answers",
+        dest="answers",
+        action="store_false",
+        default=None,
+        help="skip the chat model's answers to the last probe (dated and undated facts)",
+    )
     args = found.parse_args()
     settings = configure(Settings(), args, QUICK_SETTINGS)
     names = settings.scenarios.split(",") if settings.scenarios else list(SCENARIOS)
@@ -490,9 +611,9 @@ def main() -> None:
     run = Run("fact updates", packages=("llama-cpp-python", "langchain-ollama"))
     print(run.header())
     results = []
-    for name in names:
+    for order, name in enumerate(names):
         run.progress(f"{name}: {len(SCENARIOS[name].conversations)} conversations")
-        results.append(run_scenario(SCENARIOS[name], settings, run))
+        results.append(run_scenario(SCENARIOS[name], settings, run, order))
     lines, summary, verdicts = report(results)
     run.finish(
         lines, args.json, settings=settings, results=results, summary=summary, verdicts=verdicts

@@ -1,9 +1,10 @@
 """The context budget: what of memory goes into a prompt that must fit the model's window.
 
 A prompt is the client's instructions (or a default persona) and memory's note, what memory
-found (the user's current facts, the conversation's running summary, recalled items), the recent
-turns as messages, and the user's new message. It must leave room for the reply: the model
-reads ``window`` tokens in all, ``reserve`` of them the reply's.
+found (the user's current facts, each dated by when the user told it, the conversation's
+running summary, recalled items), the recent turns as messages, and the user's new message.
+It must leave room for the reply: the model reads ``window`` tokens in all, ``reserve`` of
+them the reply's.
 
 The instructions and the new message go in first, whole (if they cannot fit, the request is
 refused with :class:`~memory_chain.errors.ContextOverflowError`). What is left is shared in
@@ -49,7 +50,12 @@ MEMORY_NOTE = (
     "You have a long-term memory of your conversations with this user. Use what you remember "
     "when it helps; say so when you do not know."
 )
-FACTS_HEADING = "What you know about the user:"
+#: The facts' heading. Each fact is dated (when the user said it): a profile can hold two
+#: facts that disagree when extraction missed that one updates the other ("I live in
+#: Halvorsby", later "we moved to Quenmouth"), and the date lets the model tell which holds.
+FACTS_HEADING = (
+    "What you know about the user (with when they told you; of two that disagree, the later holds):"
+)
 SUMMARY_HEADING = "Summary of this conversation so far:"
 MEMORIES_HEADING = "Relevant memories (most relevant first):"
 
@@ -176,6 +182,15 @@ def memory_line(item: MemoryItem, conversation_id: str) -> str:
     return _label(item, conversation_id) + item.content
 
 
+def fact_line(item: MemoryItem) -> str:
+    """A fact as a line of the prompt: ``- (when it was told) text``."""
+    return _fact_label(item) + item.content
+
+
+def _fact_label(item: MemoryItem) -> str:
+    return f"- ({_when(item.timestamp)}) "
+
+
 def _label(item: MemoryItem, conversation_id: str) -> str:
     """The ``(when, who, where[; note])`` of a recalled item's line."""
     where = "this conversation" if item.conversation_id == conversation_id else "another one"
@@ -245,7 +260,10 @@ class _Filler:
             return Section(name, room)
         left = room - framing
         item_cap = max(int(left * ITEM_SHARE), 4 * MIN_EXCERPT_TOKENS)
-        labels = [_label(item, conversation_id) if name == "memories" else "- " for item in items]
+        labels = [
+            _label(item, conversation_id) if name == "memories" else _fact_label(item)
+            for item in items
+        ]
         whole = self.counter.count_many(
             [label + item.content for label, item in zip(labels, items, strict=True)]
         )

@@ -123,7 +123,7 @@ class FactExtractor:
     def file(
         self, user_id: str, conversation_id: str, found: Sequence[ExtractedFact]
     ) -> list[FactChange]:
-        """Add the facts, origin ``"extracted"``, each pointing to its turn.
+        """Add the facts, origin ``"extracted"``, each pointing to its turn and valid from it.
 
         A fact whose trusted ``replaces`` is no longer current (superseded meanwhile) is
         reconciled by the store's rule instead. Facts of one call never supersede one another
@@ -140,6 +140,7 @@ class FactExtractor:
                 subject=fact.subject,
                 conversation_id=conversation_id,
                 turns=(fact.turn, fact.turn),
+                valid_from=fact.said_at,
             )
             replaces = fact.replaces.id if fact.replaces is not None else None
             try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memory_chain.errors import MemoryChainError
@@ -43,6 +44,7 @@ class ExtractedFact:
         kind: Its kind.
         subject: What it is about, or ``None`` (none given, or too vague).
         turn: The user turn it comes from.
+        said_at: When that turn was said (the fact holds from then on).
         label: The known fact the model says it replaces (``"F2"``), if any.
         replaces: That fact, when the claim was trusted (see
             :data:`~memory_chain.facts.reconcile.REPLACES_COSINE`).
@@ -52,6 +54,7 @@ class ExtractedFact:
     kind: FactKind
     subject: str | None
     turn: int
+    said_at: datetime | None = None
     label: str | None = None
     replaces: Fact | None = None
 
@@ -143,6 +146,7 @@ def parse_extraction(
                 kind=kind if kind in KINDS else "other",
                 subject=clean_subject(item.get("subject")),
                 turn=turns[line - 1].turn_number,
+                said_at=turns[line - 1].timestamp,
                 label=label if isinstance(label, str) and label in labels else None,
             )
         )

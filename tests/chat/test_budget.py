@@ -17,6 +17,7 @@ from memory_chain.chat.budget import (
     Budget,
     BuiltPrompt,
     build_prompt,
+    fact_line,
     instructions,
 )
 from memory_chain.chat.excerpt import CUT, excerpt
@@ -172,6 +173,29 @@ def test_memory_fills_the_room_the_message_leaves(qwen: GGUFTokenCounter) -> Non
     assert [s.name for s in small.sections] == [s.name for s in large.sections]
     system = str(large.messages[0].content)
     assert system.index(FACTS_HEADING) < system.index(MEMORIES_HEADING)
+
+
+def test_facts_are_dated_by_when_the_user_told_them() -> None:
+    porto = _item(40, "I live in Porto.", kind="fact")
+    berlin = _item(2, "We moved to Berlin last month.", kind="fact")
+    context = MemoryContext("chat", "ana", None, (), (), facts=(porto, berlin))
+    built = build_prompt(
+        system="",
+        context=context,
+        message="Any walks near me?",
+        budget=Budget.of(window=4096, max_tokens=None, default_reply=512),
+        counter=EstimatingCounter(),
+    )
+    (section,) = [s for s in built.sections if s.name == "facts"]
+    told = [f"{porto.timestamp:%Y-%m-%d %H:%M}", f"{berlin.timestamp:%Y-%m-%d %H:%M}"]
+    assert [e.text for e in section.entries] == [
+        f"- ({told[0]}) I live in Porto.",
+        f"- ({told[1]}) We moved to Berlin last month.",
+    ]
+    assert [e.text for e in section.entries] == [fact_line(porto), fact_line(berlin)]
+    system = str(built.messages[0].content)
+    assert f"{FACTS_HEADING}\n{fact_line(porto)}\n{fact_line(berlin)}" in system
+    assert "the later holds" in FACTS_HEADING
 
 
 def test_unused_room_passes_on_to_the_sections_after() -> None:

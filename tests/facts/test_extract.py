@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -465,9 +465,15 @@ def _consolidation(store: SQLStore, extractor: FactExtractor) -> ConsolidationSe
     return ConsolidationService(store, TurnBuffer(), summarizer, extractor=extractor)
 
 
-def _chat(store: SQLStore, conversation: str, texts: Sequence[str]) -> None:
+def _chat(
+    store: SQLStore, conversation: str, texts: Sequence[str], *, start: datetime | None = None
+) -> None:
+    """The turns stored, a minute apart from ``start`` (default: now)."""
     roles = ("user", "assistant")
-    new = [NewTurn(roles[i % 2], text) for i, text in enumerate(texts)]  # type: ignore[arg-type]
+    new = [
+        NewTurn(roles[i % 2], text, start + timedelta(minutes=i) if start else None)  # type: ignore[arg-type]
+        for i, text in enumerate(texts)
+    ]
     store.append_turns(conversation, new, user_id="ana")
 
 
@@ -480,7 +486,8 @@ def test_consolidation_files_extracted_facts_with_their_turns(
     service_parts: tuple[SQLStore, FactStore],
 ) -> None:
     store, facts = service_parts
-    _chat(store, "family", [t.content for t in CHAT])
+    said = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
+    _chat(store, "family", [t.content for t in CHAT], start=said)
     llm = Scripted(
         replies=[
             reply(
@@ -505,6 +512,10 @@ def test_consolidation_files_extracted_facts_with_their_turns(
         "relationship",
     )
     assert learnt["I work as a pharmacist."].turns == (3, 3)
+    # Each holds from when its turn was said, not from when it was learnt.
+    assert mia.valid_from == said
+    assert learnt["I work as a pharmacist."].valid_from == said + timedelta(minutes=2)
+    assert mia.created_at > said
     assert service.extraction_failures == 0
 
 

@@ -117,6 +117,35 @@ def test_a_subject_filled_in_on_an_older_fact_retires_that_fact(facts: FactStore
     assert [f.text for f in facts.of_user("ana")] == ["I live in Porto."]
 
 
+def test_an_older_value_learnt_late_goes_into_the_history(facts: FactStore) -> None:
+    # June's conversation was consolidated first; March's, telling the older home, after.
+    june = facts.add(
+        "ana",
+        FactDraft("I live in Porto.", subject="home", valid_from=datetime(2026, 6, 1, tzinfo=UTC)),
+    ).fact
+    late = facts.add(
+        "ana",
+        FactDraft("I live in Lisbon.", subject="home", valid_from=datetime(2026, 3, 1, tzinfo=UTC)),
+    )
+    assert (late.action, late.fact.status, late.fact.superseded_by) == (
+        "added",
+        "superseded",
+        june.id,
+    )
+    assert [f.text for f in facts.of_user("ana")] == ["I live in Porto."]
+    (history,) = facts.of_user("ana", statuses=("superseded",))
+    assert (history.text, history.superseded_by) == ("I live in Lisbon.", june.id)
+    # Told later than Porto, a move supersedes as before.
+    moved = facts.add(
+        "ana",
+        FactDraft("I live in Berlin.", subject="home", valid_from=datetime(2026, 9, 1, tzinfo=UTC)),
+    )
+    assert (moved.action, moved.replaced.id if moved.replaced else None) == (
+        "superseded",
+        june.id,
+    )
+
+
 def test_a_correction_known_already_replaces_through_the_known_fact(facts: FactStore) -> None:
     lisbon = facts.add("ana", FactDraft("I live in Lisbon.", subject="home city")).fact
     saved = facts.add("ana", FactDraft("I've moved to Porto", origin="explicit")).fact

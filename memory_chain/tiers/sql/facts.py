@@ -390,6 +390,10 @@ class FactStore:
         itself ("my niece is Lucia, not Lucja"); the user's own saves and the API's may
         bring a retired fact back. The answer is then ``"same"`` with the retired fact.
 
+        A newer value of a subject that started to hold *before* the current one
+        (``valid_from``: an older conversation consolidated late) does not retire it: it is
+        stored as already superseded by it (``"added"``, the fact in the history).
+
         Args:
             user_id: Whose.
             draft: The fact.
@@ -444,6 +448,7 @@ class FactStore:
             if isinstance(decided, FactChange):
                 return decided
             decision_action, old = decided.action, decided.target
+            by_subject = replaces is None and decision_action == "supersede"
             if decision_action == "same" and fact_id is not None:
                 decision_action = "supersede"  # the client's id must name the fact
             if decision_action == "same" and old is not None:
@@ -463,6 +468,11 @@ class FactStore:
                 confidence=draft.confidence,
             )
             conn.execute(insert(facts).values(**fact_values(fact, embedding)))
+            if by_subject and old is not None and fact.valid_from < old.valid_from:
+                # Learnt late (an older conversation consolidated after a newer one): the
+                # value that started to hold later stays; this one goes into the history.
+                _retire(conn, fact.id, "superseded", now, superseded_by=old.id)
+                return FactChange("added", replace_status(fact, old.id, now))
             if decision_action == "supersede" and old is not None:
                 _retire(conn, old.id, "superseded", now, superseded_by=fact.id)
                 return FactChange("superseded", fact, replace_status(old, fact.id, now))

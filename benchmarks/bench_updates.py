@@ -68,10 +68,8 @@ USER = "bench-user"
 MEMORY_SECTIONS = ("summary", "recent", "memories")
 #: What a recalled turn's line says when the fact it stated was superseded.
 NOTED = f"; {OUTDATED}"
-#: The start of a fact's line in a prompt (``- (2026-03-01 09:30) ``).
-FACT_LABEL = re.compile(r"^- (?:\(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) )?")
-#: A fact's date in a prompt's system message.
-FACT_DATE = re.compile(r"^- \(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) ", re.MULTILINE)
+#: The start of a fact's line in a prompt (``- (2026-03-01 09:30) ``), at any line's start.
+FACT_LABEL = re.compile(r"^- \(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) ", re.MULTILINE)
 #: Longest answer to a probe, in tokens (the answer names a value early, or not at all).
 ANSWER_TOKENS = 200
 #: The facts' heading before facts were dated.
@@ -243,7 +241,7 @@ def probe(services: Services, scenario: Scenario, step: int, match: Matcher) -> 
 def undated(messages: list[BaseMessage]) -> list[BaseMessage]:
     """The prompt with its facts as they read before they were dated (the answers' ablation)."""
     system = str(messages[0].content).replace(FACTS_HEADING, UNDATED_HEADING)
-    system = FACT_DATE.sub("- ", system)
+    system = FACT_LABEL.sub("- ", system)
     return [SystemMessage(system), *messages[1:]]
 
 

@@ -468,7 +468,7 @@ class FactStore:
                 confidence=draft.confidence,
             )
             conn.execute(insert(facts).values(**fact_values(fact, embedding)))
-            if by_subject and old is not None and fact.valid_from < old.valid_from:
+            if by_subject and old is not None and _held_since(fact) < _held_since(old):
                 # Learnt late (an older conversation consolidated after a newer one): the
                 # value that started to hold later stays; this one goes into the history.
                 _retire(conn, fact.id, "superseded", now, superseded_by=old.id)
@@ -701,13 +701,19 @@ def _learn(
     rival = updated_by_subject(fact.subject, own, others)
     if rival is None:
         return FactChange("same", fact)
-    newer, older = sorted(
-        (fact, rival), key=lambda f: (f.valid_from, f.created_at, f.id), reverse=True
-    )
+    newer, older = sorted((fact, rival), key=_held_since, reverse=True)
     _retire(conn, older.id, "superseded", now, superseded_by=newer.id)
     if older is fact:
         return FactChange("same", replace_status(fact, newer.id, now))
     return FactChange("same", fact, replace_status(rival, fact.id, now))
+
+
+def _held_since(fact: Fact) -> tuple[datetime, datetime, str]:
+    """The order of two values of a subject: the newer has the later ``valid_from``.
+
+    Then the later ``created_at``, then the id (the same answer every time).
+    """
+    return (fact.valid_from, fact.created_at, fact.id)
 
 
 def _retire(

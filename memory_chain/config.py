@@ -223,20 +223,33 @@ class MemorySettings(BaseSettings):
     )
     default_user_id: str = Field(
         default=DEFAULT_USER_ID,
-        description="Owner of conversations when a request names no user (and no API keys "
-        "are set).",
+        description="Owner of conversations when a request names no user and no API keys are "
+        "set, and of the in-process doors (agent middleware, memory-chain mcp) when the code "
+        "names none. It cannot be a proxy_api_keys namespace or inside one.",
     )
     api_keys: dict[str, str] = Field(
         default_factory=dict,
         description="API key -> user id (JSON). When set, every endpoint requires "
-        "'Authorization: Bearer <key>' (or 'X-API-Key') and acts as that user.",
+        "'Authorization: Bearer <key>' (or 'X-API-Key') and acts as that user (user headers "
+        "are ignored). A user id cannot be a proxy_api_keys namespace or inside one. Unset, "
+        "with proxy_api_keys unset too, the server trusts every caller: the user comes from "
+        "the X-User-Id (or X-OpenWebUI-User-Id) header, else default_user_id.",
     )
     proxy_api_keys: dict[str, str] = Field(
         default_factory=dict,
         description="API key -> namespace (JSON), for a trusted front end such as Open WebUI "
         "that serves several users with one key: its requests act as "
-        "'<namespace>:<id>' from the X-OpenWebUI-User-Id (or X-User-Id) header, else as "
-        "'<namespace>'. When set, every endpoint requires a key, as with api_keys.",
+        "'<namespace>:<id>' from the X-OpenWebUI-User-Id (or X-User-Id) header; a request "
+        "without the header is refused (403; Open WebUI sends it with "
+        "ENABLE_FORWARD_USER_INFO_HEADERS=True) unless proxy_shared_user is set. When set, "
+        "every endpoint requires a key, as with api_keys.",
+    )
+    proxy_shared_user: bool = Field(
+        default=False,
+        description="Let a proxy_api_keys request without a user header act as "
+        "'<namespace>', one user shared by every user of that front end: each one's facts "
+        "and conversations reach the others' prompts. Only for a front end whose users may "
+        "share one memory; requests with the header still act as '<namespace>:<id>'.",
     )
     metrics_api_key: SecretStr | None = Field(
         default=None,
@@ -304,6 +317,7 @@ class MemorySettings(BaseSettings):
             )
 
     def _check_keys(self) -> None:
+        from memory_chain.identity import check_reserved_names
         from memory_chain.schemas import validate_id
 
         for name, keys in (("api_keys", self.api_keys), ("proxy_api_keys", self.proxy_api_keys)):
@@ -320,15 +334,11 @@ class MemorySettings(BaseSettings):
                 raise ValueError("metrics_api_key is empty: unset it or give it a value")
             if metrics_key in self.api_keys or metrics_key in self.proxy_api_keys:
                 raise ValueError("metrics_api_key is also an API key: give it one role")
-        for namespace in self.proxy_api_keys.values():
-            if ":" in namespace:
-                raise ValueError(f"proxy_api_keys namespace {namespace!r} contains ':'")
-            taken = [u for u in self.api_keys.values() if u.startswith(f"{namespace}:")]
-            if taken:
-                raise ValueError(
-                    f"api_keys user {taken[0]!r} is in the proxy namespace {namespace!r}: "
-                    "that proxy's users could then act as it; rename one"
-                )
+        if self.proxy_shared_user and not self.proxy_api_keys:
+            raise ValueError(
+                "proxy_shared_user is set but there are no proxy_api_keys: set them, or unset it"
+            )
+        check_reserved_names(self.api_keys, self.proxy_api_keys, self.default_user_id)
 
     @property
     def keys_required(self) -> bool:

@@ -16,6 +16,18 @@ class InvalidInputError(MemoryChainError, ValueError):
     """An argument is malformed: an empty message, an unknown role, an oversize content."""
 
 
+class AuthenticationError(MemoryChainError):
+    """The server has API keys and the request presents none of them (HTTP 401)."""
+
+
+class IdentityRefusedError(MemoryChainError, PermissionError):
+    """The key is valid, but the request cannot act as the user it would need (HTTP 403).
+
+    A proxy key without the header naming its user, or a request naming a user other than its
+    key's (see :mod:`memory_chain.identity`).
+    """
+
+
 class ConversationNotFoundError(MemoryChainError, LookupError):
     """The conversation does not exist, or it belongs to another user.
 

@@ -70,13 +70,33 @@ def test_bad_values_are_refused(field: str, value: object) -> None:
         ({"proxy_api_keys": {"k": "web:ui"}}, "contains ':'"),
         ({"api_keys": {"k": "alice"}, "proxy_api_keys": {"k": "webui"}}, "both"),
         ({"api_keys": {"k": "webui:alice"}, "proxy_api_keys": {"p": "webui"}}, "namespace"),
+        # A direct user named as a namespace would be that proxy's shared user.
+        ({"api_keys": {"k": "webui"}, "proxy_api_keys": {"p": "webui"}}, "also a proxy"),
+        # The default user (keyless, in-process doors) is reserved the same way.
+        ({"default_user_id": "webui", "proxy_api_keys": {"p": "webui"}}, "default_user_id"),
+        ({"default_user_id": "webui:x", "proxy_api_keys": {"p": "webui"}}, "default_user_id"),
+        ({"default_user_id": "no spaces"}, "invalid default_user_id"),
+        ({"proxy_shared_user": True}, "no proxy_api_keys"),
     ],
 )
-def test_key_settings_are_checked(keys: dict[str, dict[str, str]], says: str) -> None:
+def test_key_settings_are_checked(keys: dict[str, object], says: str) -> None:
     with pytest.raises(ValidationError, match=says):
         MemorySettings(**keys)  # type: ignore[arg-type]
     assert not MemorySettings().keys_required
     assert MemorySettings(proxy_api_keys={"p": "webui"}).keys_required
+
+
+def test_key_settings_that_do_not_collide_are_accepted() -> None:
+    settings = MemorySettings(
+        # Two keys of one user, or of one namespace: a key being rotated.
+        api_keys={"k1": "ana", "k1-rotated": "ana", "k2": "team:ana"},
+        proxy_api_keys={"p1": "webui", "p1-rotated": "webui", "p2": "chat"},
+        default_user_id="me",
+        proxy_shared_user=True,
+    )
+    assert settings.keys_required
+    assert settings.proxy_shared_user
+    assert not MemorySettings().proxy_shared_user
 
 
 def test_vector_backend_follows_the_qdrant_settings_unless_named(

@@ -9,14 +9,15 @@ whole :class:`~memory_chain.services.Services`: the first two report on all of i
 chat is made of its chain, models and memory.
 
 Who the caller is:
-    Without keys the server is single-tenant: the user comes from ``X-User-Id`` or Open
-    WebUI's forwarded ``X-OpenWebUI-User-Id`` header, else ``default_user_id``. With
+    Decided by :func:`memory_chain.identity.identify`, the rule every door shares (see
+    there): without keys the server is single-tenant and trusts the caller (the user header
+    ``X-User-Id`` or Open WebUI's ``X-OpenWebUI-User-Id``, else ``default_user_id``); with
     ``api_keys`` (or ``proxy_api_keys``) every request needs a key (``Authorization: Bearer
-    <key>`` as the openai SDK sends, or ``X-API-Key``). An ``api_keys`` key alone decides the
-    user: headers cannot impersonate anyone. A ``proxy_api_keys`` key belongs to a trusted
-    front end serving many users (Open WebUI): the user header names its user, inside the
-    key's namespace (``<namespace>:<user>``), so a front end's users are kept apart from each
-    other and can never act as a direct key's user or another front end's.
+    <key>`` as the openai SDK sends, or ``X-API-Key``): an ``api_keys`` key alone decides the
+    user, a ``proxy_api_keys`` key needs the user header and acts as ``<namespace>:<user>``
+    (403 without it, unless ``proxy_shared_user``). Refusals are library errors the app
+    answers (401, 403, 422). :data:`Authenticated` checks only the key, for routes that read
+    no one's memory (the model list).
 
 Which conversations are the caller's:
     Conversation ids are each user's own: ``trip`` of one user and ``trip`` of another are two
@@ -37,19 +38,17 @@ Blocking work:
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Request
+from fastapi import Depends, Path, Request
 
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService
-from memory_chain.errors import ConversationNotFoundError, InvalidInputError, LLMUnavailableError
+from memory_chain.errors import AuthenticationError, ConversationNotFoundError, LLMUnavailableError
+from memory_chain.identity import Caller, authenticate, identify, match_key, presented_key
 from memory_chain.manager import MemoryManager
-from memory_chain.schemas import ID_PATTERN, ConversationInfo, validate_id
+from memory_chain.schemas import ID_PATTERN, ConversationInfo
 from memory_chain.services import Services
-
-USER_HEADERS = ("x-user-id", "x-openwebui-user-id")
 
 
 def get_services(request: Request) -> Services:
@@ -66,72 +65,29 @@ async def services_dependency(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(services_dependency)]
 
 
-def _presented_key(request: Request) -> str | None:
-    authorization = request.headers.get("authorization", "")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get("x-api-key")
+def resolve_user(request: Request, services: Services, *, named_user: object = None) -> str:
+    """The user a request acts as (:func:`~memory_chain.identity.identify`).
 
-
-def resolve_user(request: Request, services: Services) -> str:
-    """The user a request acts as (see the module docstring).
+    Args:
+        request: The request (its key and user headers).
+        services: The running services (their settings).
+        named_user: A user the request names in its body (LangServe's configurable).
 
     Raises:
-        HTTPException: 401 when keys are configured and none (or a wrong one) is given;
-            422 for a malformed user header.
+        AuthenticationError: Keys are configured and none (or a wrong one) is given (401).
+        IdentityRefusedError: A proxy key without a user header, or a named user other than
+            the key's (403).
+        InvalidInputError: A malformed user id (422).
     """
-    settings = services.settings
-    if not settings.keys_required:
-        return _header_user(request) or settings.default_user_id
-    presented = _presented_key(request)
-    if presented:
-        user_id = _match(presented, settings.api_keys)
-        if user_id is not None:
-            return user_id
-        namespace = _match(presented, settings.proxy_api_keys)
-        if namespace is not None:
-            forwarded = _header_user(request)
-            if forwarded is None:
-                return namespace
-            try:
-                return validate_id(f"{namespace}:{forwarded}", "user id")
-            except InvalidInputError as exc:
-                detail = f"the user header's id is too long once namespaced: {exc}"
-                raise HTTPException(status_code=422, detail=detail) from exc
-    raise HTTPException(
-        status_code=401,
-        detail="missing or unknown API key: send 'Authorization: Bearer <key>'",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
-
-
-def _match(presented: str, keys: dict[str, str]) -> str | None:
-    """The value of the key equal to ``presented`` (compared in constant time), or ``None``."""
-    found = None
-    for key, value in keys.items():
-        if hmac.compare_digest(presented.encode(), key.encode()):
-            found = value
-    return found
-
-
-def _header_user(request: Request) -> str | None:
-    """The user named by a user header, validated; ``None`` without one."""
-    for header in USER_HEADERS:
-        value = request.headers.get(header)
-        if value:
-            try:
-                return validate_id(value, f"user id in {header}")
-            except InvalidInputError as exc:
-                raise HTTPException(status_code=422, detail=str(exc)) from exc
-    return None
+    caller = Caller.from_headers(request.headers, named_user=named_user)
+    return identify(services.settings, caller)
 
 
 async def metrics_access(request: Request, services: ServicesDep) -> None:
     """FastAPI dependency of ``/metrics``: its key, or any API key, when keys are set.
 
     Raises:
-        HTTPException: 401 when a key is needed and none (or a wrong one) is given.
+        AuthenticationError: When a key is needed and none (or a wrong one) is given (401).
     """
     settings = services.settings
     metrics_key = settings.metrics_api_key
@@ -140,21 +96,25 @@ async def metrics_access(request: Request, services: ServicesDep) -> None:
     accepted = {**settings.api_keys, **settings.proxy_api_keys}
     if metrics_key is not None:
         accepted[metrics_key.get_secret_value()] = "metrics"
-    presented = _presented_key(request)
-    if presented and _match(presented, accepted) is not None:
-        return
-    raise HTTPException(
-        status_code=401,
-        detail="missing or unknown key: /metrics takes 'Authorization: Bearer <key>' with "
-        "metrics_api_key or an API key",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
+    presented = presented_key(request.headers)
+    if presented is None or match_key(presented, accepted) is None:
+        raise AuthenticationError(
+            "missing or unknown key: /metrics takes 'Authorization: Bearer <key>' with "
+            "metrics_api_key or an API key"
+        )
 
 
 async def current_user(request: Request, services: ServicesDep) -> str:
     """FastAPI dependency: the calling user."""
     return resolve_user(request, services)
 
+
+async def key_holder(request: Request, services: ServicesDep) -> None:
+    """FastAPI dependency: a valid key when keys are set, whoever the user is."""
+    authenticate(services.settings, presented_key(request.headers))
+
+
+Authenticated = Annotated[None, Depends(key_holder)]
 
 CurrentUser = Annotated[str, Depends(current_user)]
 

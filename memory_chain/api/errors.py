@@ -1,8 +1,10 @@
 """Errors as HTTP: JSON bodies that say what to fix, and a request-size limit.
 
 Library errors map to statuses (bad input 422; a message too long for the model's window, or
-a request the model refuses, 400; an unknown or foreign conversation, an unknown model 404; a
-store or the LLM down 503). Oversize bodies get 413 before they are read whole.
+a request the model refuses, 400; no API key or an unknown one 401, with ``WWW-Authenticate:
+Bearer``; a valid key that cannot act as the user it needs 403; an unknown or foreign
+conversation, an unknown model 404; a store or the LLM down 503). Oversize bodies get 413
+before they are read whole.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_chain.consolidation import ConsolidationError
 from memory_chain.errors import (
+    AuthenticationError,
     ContextOverflowError,
     ConversationNotFoundError,
     FactNotFoundError,
+    IdentityRefusedError,
     InvalidInputError,
     LLMUnavailableError,
     MemoryChainError,
@@ -43,6 +47,10 @@ BODY_ERROR = (
 )
 
 _STATUS: list[tuple[type[MemoryChainError], int]] = [
+    (AuthenticationError, 401),
+    # 403, not 400: the request is well formed and its key valid, but the key alone may not
+    # act as anyone; only the front end's settings (or memory_chain's) can change that.
+    (IdentityRefusedError, 403),
     (ContextOverflowError, 400),
     (ModelRequestError, 400),
     (InvalidInputError, 422),
@@ -63,6 +71,11 @@ def status_of(error: MemoryChainError) -> int:
     return 500
 
 
+def headers_of(error: MemoryChainError) -> dict[str, str] | None:
+    """Response headers a library error's answer carries (the scheme a 401 asks for)."""
+    return {"WWW-Authenticate": "Bearer"} if isinstance(error, AuthenticationError) else None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer library errors with ``{"detail": message}`` and a fitting status."""
 
@@ -70,7 +83,8 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_of(error) if isinstance(error, MemoryChainError) else 500
         if status >= 500:
             logger.error("request failed: %s", error)
-        return JSONResponse({"detail": str(error)}, status_code=status)
+        headers = headers_of(error) if isinstance(error, MemoryChainError) else None
+        return JSONResponse({"detail": str(error)}, status_code=status, headers=headers)
 
     app.add_exception_handler(MemoryChainError, handle)
 

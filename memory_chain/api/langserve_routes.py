@@ -3,9 +3,10 @@
 LangServe needs the runnables when the app is built, but the stores open when it starts, so
 the routes serve stand-ins whose target is set at start-up (:class:`LateBound`). Every
 request goes through :func:`config_modifier`, which puts the authenticated user into the
-config (a client cannot choose it when auth is on) and answers 400 when no conversation is
-named (LangServe would otherwise fail with a 500, or share one empty session). Conversation
-ids are each user's own: a conversation id names the calling user's conversation.
+config (a client naming another user is refused when auth is on) and answers 400 when no
+conversation is named (LangServe would otherwise fail with a 500, or share one empty
+session). Conversation ids are each user's own: a conversation id names the calling user's
+conversation.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def config_modifier(required_conversation: bool) -> Any:
     """A ``per_req_config_modifier`` that sets the user and checks the conversation.
 
     LangServe calls it with the config and the request, outside FastAPI's dependencies, so it
-    resolves the user with the function behind :data:`~memory_chain.api.deps.CurrentUser`.
+    resolves the user with the function behind :data:`~memory_chain.api.deps.CurrentUser`,
+    passing the ``configurable.user_id`` the client sent: the user it names without keys;
+    with keys it must be the key's own user (403 otherwise).
     Nothing needs to own the conversation first: the chat creates the caller's conversation
     of that id when it is missing, and the retriever searches only the caller's.
     """
@@ -88,14 +91,9 @@ def config_modifier(required_conversation: bool) -> Any:
     async def modify(config: dict[str, Any], request: Request) -> dict[str, Any]:
         services = get_services(request)
         configurable = dict(config.get("configurable") or {})
-        user = resolve_user(request, services)
-        asked_user = configurable.get("user_id")
-        if asked_user and not services.settings.keys_required:
-            # Single-tenant (no keys): the client may name the user, as with X-User-Id.
-            try:
-                user = validate_id(asked_user, "user id")
-            except InvalidInputError as exc:
-                raise HTTPException(status_code=422, detail=str(exc)) from exc
+        # Without keys the client may name the user here, as with X-User-Id; with keys a
+        # named user other than the key's is refused (403), never silently replaced.
+        user = resolve_user(request, services, named_user=configurable.get("user_id") or None)
         conversation = _conversation_from(config, request)
         if conversation is None and required_conversation:
             raise HTTPException(

@@ -10,9 +10,9 @@ conversation a request belongs to is decided in :mod:`memory_chain.api.openai_hi
 bodies are in :mod:`memory_chain.api.openai_bodies`.
 
 ``/v1/models`` lists the LLM server's models (Ollama's ``/api/tags``; the embedded model when
-that is what runs); a request naming another model gets OpenAI's 404 ``model_not_found``. A
-message too long for the model's context window gets 400 ``context_length_exceeded`` with
-the numbers, and nothing is stored.
+that is what runs) to any key holder, whoever the user; a request naming another model gets
+OpenAI's 404 ``model_not_found``. A message too long for the model's context window gets 400
+``context_length_exceeded`` with the numbers, and nothing is stored.
 
 Errors have OpenAI's shape plus the API's usual ``detail``:
 ``{"error": {"message", "type", "param", "code"}, "detail": message}``. A stream that fails
@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import AIMessageChunk
 from langchain_core.runnables.config import run_in_executor
 
-from memory_chain.api.deps import CurrentUser, ServicesDep
+from memory_chain.api.deps import Authenticated, CurrentUser, ServicesDep
 from memory_chain.api.openai_bodies import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -121,8 +121,12 @@ def _request(
 
 
 @router.get("/models", response_model=ModelList, responses={401: ERRORS[401]})
-def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
-    """The models a chat completion may name (the LLM server's)."""
+def list_models(services: ServicesDep, _key: Authenticated) -> ModelList:
+    """The models a chat completion may name (the LLM server's).
+
+    Any API key may list them, a proxy key without a user header too: the list holds no one's
+    memory, and Open WebUI asks for it without a user (at start-up, to cache the models).
+    """
     return ModelList(data=[_card(model) for model in _listed(services)])
 
 
@@ -131,7 +135,7 @@ def list_models(services: ServicesDep, _user: CurrentUser) -> ModelList:
     response_model=ModelCard,
     responses={401: ERRORS[401], 404: {"model": ErrorBody, "description": "Another model."}},
 )
-def get_model(model_id: str, services: ServicesDep, _user: CurrentUser) -> Response:
+def get_model(model_id: str, services: ServicesDep, _key: Authenticated) -> Response:
     """A model of the LLM server."""
     listed = _listed(services)
     found = next(

@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from memory_chain.api.errors import status_of
+from memory_chain.api.errors import headers_of, status_of
 from memory_chain.api.openai_bodies import ErrorBody
 from memory_chain.errors import (
     ContextOverflowError,
@@ -31,7 +31,12 @@ from memory_chain.services import Services
 
 logger = logging.getLogger(__name__)
 
-_ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 503: "service_unavailable"}
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    503: "service_unavailable",
+}
 
 #: The error responses the chat routes document (each with OpenAI's error body).
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -43,6 +48,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
             "context_length_exceeded, with the numbers), or the model refused the request.",
         ),
         (401, "Missing or unknown API key."),
+        (
+            403,
+            "A proxy key without the header naming its user (Open WebUI: "
+            "ENABLE_FORWARD_USER_INFO_HEADERS=True).",
+        ),
         (404, "Unknown model (code model_not_found)."),
         (422, "Malformed request."),
         (503, "The chat model or a store is unreachable; the message says what to start."),
@@ -133,6 +143,6 @@ class OpenAIErrors(APIRoute):
                 if status >= 500:
                     logger.error("chat completion failed: %s", message)
                 code, param = _code_of(exc)
-                return error_response(status, message, code=code, param=param)
+                return error_response(status, message, headers_of(exc), code=code, param=param)
 
         return route

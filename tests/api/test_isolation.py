@@ -6,7 +6,8 @@ unchanged afterwards, and nothing bob can search returns her turns. Conversation
 user's own: bob writing under the id of alice's conversation creates his own conversation of
 that name, exactly as under an id nobody uses, so a write cannot probe ids either. A trusted
 front end's key (``proxy_api_keys``, as Open WebUI would use) keeps its own users apart by
-their header, and none of them can reach alice.
+their header, and none of them can reach alice; without the header it is refused (403), and a
+LangServe config naming another user than the key's is refused too.
 """
 
 from __future__ import annotations
@@ -245,19 +246,20 @@ def test_bob_writing_under_alices_id_writes_his_own(server: RunningServer, endpo
 
 @pytest.mark.usefixtures("unchanged")
 def test_the_config_cannot_choose_the_user(server: RunningServer) -> None:
-    body = _invoke_body(ALICES, "What is the vault code?", user_id="alice")
-    response = httpx.post(f"{server.url}/memory/invoke", json=body, headers=BOB, timeout=TIMEOUT)
-    assert response.status_code == 200, response.text  # bob's own conversation of that name
-    assert SECRET not in response.text
-    _purge_bobs(server, ALICES)
-    # A new conversation named with alice's user id still belongs to bob.
-    body = _invoke_body("bob-claims-alice", "Say hello.", user_id="alice")
-    response = httpx.post(f"{server.url}/memory/invoke", json=body, headers=BOB, timeout=TIMEOUT)
-    assert response.status_code == 200, response.text
+    # Naming alice in the config with bob's key is refused, not served as either of them.
+    for conversation_id in (ALICES, "bob-claims-alice"):
+        body = _invoke_body(conversation_id, "What is the vault code?", user_id="alice")
+        response = httpx.post(
+            f"{server.url}/memory/invoke", json=body, headers=BOB, timeout=TIMEOUT
+        )
+        assert response.status_code == 403, response.text
+        assert "acts as 'bob'" in response.json()["detail"]
+        assert SECRET not in response.text
     bobs = httpx.get(f"{server.url}/v1/conversations", headers=BOB, timeout=30).json()
-    assert "bob-claims-alice" in [c["conversation_id"] for c in bobs]
     alices = httpx.get(f"{server.url}/v1/conversations", headers=ALICE, timeout=30).json()
-    assert "bob-claims-alice" not in [c["conversation_id"] for c in alices]
+    for listed in (bobs, alices):
+        assert "bob-claims-alice" not in [c["conversation_id"] for c in listed]
+    assert ALICES not in [c["conversation_id"] for c in bobs]
 
 
 @pytest.mark.usefixtures("unchanged")
@@ -279,15 +281,20 @@ def test_bobs_searches_never_return_alices_turns(server: RunningServer) -> None:
     retriever: RemoteRunnable[str, list[Document]] = RemoteRunnable(
         f"{server.url}/memory/retriever/", headers=BOB, timeout=TIMEOUT
     )
-    configs: list[RunnableConfig | None] = [
-        None,
-        {"configurable": {"conversation_id": BOBS}},
-        {"configurable": {"user_id": "alice"}},
-    ]
+    configs: list[RunnableConfig | None] = [None, {"configurable": {"conversation_id": BOBS}}]
     for config in configs:
         docs = retriever.invoke(query, config)
         assert {doc.metadata["user_id"] for doc in docs} <= {"bob"}, config
         assert not any(SECRET in doc.page_content for doc in docs), config
+    # Naming alice in the config is refused.
+    claimed = httpx.post(
+        f"{server.url}/memory/retriever/invoke",
+        json={"input": query, "config": {"configurable": {"user_id": "alice"}}},
+        headers=BOB,
+        timeout=TIMEOUT,
+    )
+    assert claimed.status_code == 403, claimed.text
+    assert SECRET not in claimed.text
     # Filtering on alice's conversation finds nothing (or is refused), never her turns.
     response = httpx.post(
         f"{server.url}/memory/retriever/invoke",
@@ -410,9 +417,14 @@ def test_a_proxy_key_keeps_its_users_apart_by_header(server: RunningServer) -> N
     assert mine.status_code == 200, mine.text
     listed = httpx.get(f"{server.url}/v1/conversations", headers=_as_webui_user("u-1"), timeout=30)
     assert [c["conversation_id"] for c in listed.json()] == ["webui-chat-1"]
-    # Another Open WebUI user, the key without a user, and alice's own key: not found.
-    for headers in (_as_webui_user("u-2"), _as_webui_user(None), ALICE):
+    # Another Open WebUI user and alice's own key: not found.
+    for headers in (_as_webui_user("u-2"), ALICE):
         _assert_not_found(httpx.get(path, headers=headers, timeout=30))
+    # The key without a user is no user at all (not one shared by the proxy's users).
+    for route in (path, f"{server.url}/v1/conversations", f"{server.url}/v1/me"):
+        anonymous = httpx.get(route, headers=_as_webui_user(None), timeout=30)
+        assert anonymous.status_code == 403, anonymous.text
+        assert "ENABLE_FORWARD_USER_INFO_HEADERS=True" in anonymous.json()["detail"]
     # The proxy's "alice" is webui:alice, not alice.
     _assert_not_found(
         httpx.get(f"{server.url}/v1/conversations/{ALICES}", headers=_as_webui_user("alice"))

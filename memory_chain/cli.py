@@ -61,15 +61,15 @@ def mcp(
     import anyio
 
     from memory_chain.errors import InvalidInputError, MemoryChainError
+    from memory_chain.identity import Caller, identify
     from memory_chain.integrations.mcp import build_mcp_server
     from memory_chain.integrations.mcp_stdio import protocol_stdout, serve_stdio
-    from memory_chain.schemas import validate_id
     from memory_chain.services import open_services
 
     settings = _settings()
-    owner = user or settings.default_user_id
     try:
-        validate_id(owner, "user id")
+        # In process: this command holds the stores, so no key is asked.
+        owner = identify(settings, Caller.in_process(user or None))
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--user") from exc
     # SIGTERM (from a client that gave up waiting for the exit, or a process manager) stops

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.facts.model import MAX_FACT_CHARS, Fact, FactDraft, FactKind
+from memory_chain.identity import Caller, identify
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import ConversationInfo, MemoryItem, Turn, validate_id
 from memory_chain.services import Services
@@ -199,8 +200,10 @@ def build_mcp_server(services: Services, *, user: UserSource) -> FastMCP[Any]:
     Args:
         services: The opened services (:func:`~memory_chain.services.open_services`; no LLM
             is needed).
-        user: The user the server acts for, or a function returning the user of the request
-            being served (called once per tool call or resource read).
+        user: The user the server acts for (checked as every door checks a user,
+            :func:`~memory_chain.identity.identify`), or a function returning the user of the
+            request being served, decided by the transport's own door (called once per tool
+            call or resource read).
 
     Returns:
         The server: run it with :func:`~memory_chain.integrations.mcp_stdio.serve_stdio`, or
@@ -210,7 +213,10 @@ def build_mcp_server(services: Services, *, user: UserSource) -> FastMCP[Any]:
     Raises:
         InvalidInputError: If ``user`` is a malformed user id.
     """
-    who = _constant(validate_id(user, "user id")) if isinstance(user, str) else user
+    if callable(user):
+        who = user
+    else:
+        who = _constant(identify(services.settings, Caller.in_process(user)))
     tools = MemoryTools(services.manager)
     with _logging_left_alone():
         server: FastMCP[Any] = FastMCP("memory_chain", instructions=INSTRUCTIONS)

@@ -66,8 +66,9 @@ class StreamableHTTPDoor:
     open. Until then it answers 503.
 
     Args:
-        authenticate: The user a request acts as; raises (an HTTP error the app answers,
-            such as 401) to refuse the request.
+        authenticate: The user a request acts as
+            (:func:`~memory_chain.api.deps.resolve_user`); raises an error the app answers
+            (401, 403, 422) to refuse the request.
     """
 
     def __init__(self, authenticate: Callable[[Request], str]) -> None:

@@ -62,6 +62,7 @@ from memory_chain.chat.budget import (
 )
 from memory_chain.chat.models import ModelInfo
 from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
+from memory_chain.identity import user_named
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
@@ -94,8 +95,13 @@ class RunIds:
 def run_ids(runtime: Runtime[Any] | None, default_user: str) -> RunIds:
     """The run's conversation and user (see the module docstring).
 
+    The user is decided as at every in-process door (:func:`~memory_chain.identity.user_named`,
+    the branch of :func:`~memory_chain.identity.identify` such doors take): the middleware
+    runs in the process that holds the stores, so no key is asked.
+
     Raises:
-        InvalidInputError: If the run names no conversation, or an id is malformed.
+        InvalidInputError: If the run names no conversation, or an id is malformed (a user
+            id that is not a string included).
     """
     try:
         configurable = get_config().get("configurable") or {}
@@ -116,11 +122,9 @@ def run_ids(runtime: Runtime[Any] | None, default_user: str) -> RunIds:
         user = context.get("user_id")
     if not user and context is not None:
         user = getattr(context, "user_id", None)
-    user = str(user or default_user)
     conversation = str(conversation)
     validate_id(conversation)
-    validate_id(user, "user id")
-    return RunIds(conversation, user)
+    return RunIds(conversation, user_named(user or None, default_user))
 
 
 class MemoryMiddleware(AgentMiddleware):

@@ -24,9 +24,11 @@ The operations of a batch run one after another, in order (a ``get`` after a ``p
 the same batch sees it). ``abatch`` runs the batch in a worker thread: the stores are
 synchronous (SQLAlchemy, the embedding model), as the middleware's async hooks run them.
 Ids are checked as memory_chain checks them (:func:`~memory_chain.schemas.validate_id`:
-1-128 letters, digits and ``._:@-``): the user id, the conversation id, every namespace
-label and every key. LangGraph's own ``put``/``get``/``search`` also refuse a label with a
-dot, so a user id with a dot is reachable through ``batch`` only. TTLs are not supported.
+1-128 letters, digits and ``._:@-``): the user id (as every in-process door checks its user,
+:func:`~memory_chain.identity.user_named`; a list's prefix naming a user too), the
+conversation id, every namespace label and every key. LangGraph's own
+``put``/``get``/``search`` also refuse a label with a dot, so a user id with a dot is
+reachable through ``batch`` only. TTLs are not supported.
 
 Example:
     >>> import uuid
@@ -56,6 +58,7 @@ from langgraph.store.base import (
 )
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.identity import user_named
 from memory_chain.integrations.store_agent import AgentNamespace
 from memory_chain.integrations.store_common import (
     Namespace,
@@ -169,7 +172,7 @@ class MemoryStore(BaseStore):
         # A prefix that names a user lists that user's namespaces only.
         user = next(
             (
-                str(c.path[0])
+                user_named(c.path[0], None)
                 for c in conditions
                 if c.match_type == "prefix" and c.path and c.path[0] != "*"
             ),
@@ -203,7 +206,7 @@ def _labels(namespace: Sequence[str]) -> tuple[str, ...]:
     """
     if not isinstance(namespace, tuple | list) or not namespace:
         raise InvalidInputError(f"a namespace starts with the user's id: {_SHAPES}")
-    validate_id(namespace[0], "user id (a namespace's first label)")
+    user_named(namespace[0], None)  # the user, checked as at every door
     for label in namespace[1:]:
         validate_id(label, "namespace label")
     return tuple(namespace)

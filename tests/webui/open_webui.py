@@ -49,7 +49,9 @@ def find_open_webui() -> Path | None:
     return None
 
 
-def open_webui_env(data_dir: Path, port: int, api_url: str, api_key: str) -> dict[str, str]:
+def open_webui_env(
+    data_dir: Path, port: int, api_url: str, api_key: str, *, forward_user_info: bool = True
+) -> dict[str, str]:
     """Open WebUI's settings: memory_chain behind a proxy key, offline, accounts on.
 
     Args:
@@ -57,6 +59,8 @@ def open_webui_env(data_dir: Path, port: int, api_url: str, api_key: str) -> dic
         port: Where Open WebUI listens (for its CORS origin).
         api_url: memory_chain's OpenAI-compatible base URL (``http://host:port/v1``).
         api_key: A key of memory_chain's ``proxy_api_keys``.
+        forward_user_info: ``ENABLE_FORWARD_USER_INFO_HEADERS``; ``False`` is Open WebUI's
+            own default, which memory_chain refuses with a proxy key (no user header).
     """
     return {
         # memory_chain is the only model connection; Ollama's is off, so every chat goes
@@ -65,7 +69,7 @@ def open_webui_env(data_dir: Path, port: int, api_url: str, api_key: str) -> dic
         "OPENAI_API_KEY": api_key,
         "ENABLE_OLLAMA_API": "False",
         # X-OpenWebUI-User-Id and X-OpenWebUI-Chat-Id: memory_chain's user and conversation.
-        "ENABLE_FORWARD_USER_INFO_HEADERS": "True",
+        "ENABLE_FORWARD_USER_INFO_HEADERS": str(forward_user_info),
         # Accounts on; new accounts may chat at once (admins add them here), and every
         # account may use memory_chain's model (otherwise an admin grants it per model).
         "WEBUI_AUTH": "True",
@@ -104,6 +108,7 @@ class OpenWebUI:
     data_dir: Path
     api_url: str
     api_key: str
+    forward_user_info: bool = True
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
     log: Path | None = None
@@ -119,7 +124,13 @@ class OpenWebUI:
         self.log = self.data_dir.parent / "open-webui.log"
         env = {
             **os.environ,
-            **open_webui_env(self.data_dir, self.port, self.api_url, self.api_key),
+            **open_webui_env(
+                self.data_dir,
+                self.port,
+                self.api_url,
+                self.api_key,
+                forward_user_info=self.forward_user_info,
+            ),
         }
         with self.log.open("w") as out:
             self.process = subprocess.Popen(

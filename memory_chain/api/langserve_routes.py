@@ -24,6 +24,7 @@ from langserve import add_routes
 from memory_chain.api.deps import get_services, resolve_user
 from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.identity import authenticate, presented_key
 from memory_chain.manager import MemoryManager
 from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import validate_id
@@ -142,13 +143,17 @@ def _is_json(content_type: str) -> bool:
 async def check_request(request: Request) -> None:
     """Refuse what LangServe would answer with a 500, and require a key on every route.
 
+    A ``POST`` (a run) also needs its user, as every route onto memory does; the ``GET``
+    routes (schemas, the playground's page) read no one's memory and need only the key.
     Bodies must be labelled JSON, as on the API's other routes: LangServe reads any body as
     JSON, and a web page may POST ``text/plain``, form or multipart bodies to a local server
     without a CORS preflight.
     """
-    resolve_user(request, get_services(request))
+    services = get_services(request)
     if request.method != "POST":
+        authenticate(services.settings, presented_key(request.headers))
         return
+    resolve_user(request, services)
     content_type = request.headers.get("content-type", "")
     if not _is_json(content_type):
         label = content_type.split(";")[0].strip() or "nothing"

@@ -155,7 +155,12 @@ def test_a_proxy_key_without_a_user_header_is_refused_at_every_door(
     assert "webui" not in _owners(strict)
 
 
-def test_the_model_list_needs_a_key_but_no_user(strict: RunningServer) -> None:
+def test_what_holds_no_ones_memory_needs_a_key_but_no_user(strict: RunningServer) -> None:
+    # LangServe's schemas.
+    for path in ("/memory/input_schema", "/memory/config_schema"):
+        schema = httpx.get(f"{strict.url}{path}", headers=PROXY, timeout=TIMEOUT)
+        assert schema.status_code == 200, schema.text
+        assert httpx.get(f"{strict.url}{path}", timeout=TIMEOUT).status_code == 401
     # Open WebUI lists the models without a user (at start-up): the list is no one's memory.
     listed = httpx.get(f"{strict.url}/v1/models", headers=PROXY, timeout=TIMEOUT)
     assert listed.status_code == 200, listed.text

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from memory_chain.local_llm.model import MODEL_NAME
 from tests import browsers
 from tests.faults.fake_llm import FakeOllama
 from tests.postgres import free_port
@@ -57,7 +58,7 @@ ATTACKS: list[list[Any]] = [
     [
         "POST",
         "/v1/chat/completions",
-        {"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+        {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}]},
     ],
     [
         "POST",

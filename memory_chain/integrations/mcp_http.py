@@ -117,8 +117,9 @@ def transport_security(policy: WebPolicy) -> TransportSecuritySettings:
     is the second wall, for this door wherever it is mounted. Its lists are exact strings
     or ``name:*`` (any port), so a trusted name without a port is listed both ways, and
     its pages' origins under both schemes: whatever the server's guard lets through, MCP's
-    lets through too (it only compares the spelling more strictly, in the case the client
-    sent). ``*`` in ``trusted_hosts`` turns both off.
+    lets through too, and a well-formed name the server refuses MCP refuses (it compares as
+    sent: the stricter of the two on unusual spellings such as upper case).
+    ``*`` in ``trusted_hosts`` turns MCP's guard off (the server's still checks ``Origin``).
     """
     if policy.any_host:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)

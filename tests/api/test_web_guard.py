@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
+from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from memory_chain.api import create_app
@@ -254,3 +255,21 @@ def test_cors_is_closed_by_default_and_the_start_says_what_is_trusted(
     ]
     assert "localhost, 127.0.0.1, [::1]" in line
     assert "MEMORY_CHAIN_ALLOWED_ORIGINS" in line
+
+
+def test_mcps_own_guard_refuses_without_the_servers(client: TestClient) -> None:
+    """/mcp mounted without the web guard in front: MCP's own check, from the same settings."""
+    app: Any = client.app
+    [door] = [route for route in app.router.routes if getattr(route, "path", None) == "/mcp"]
+    bare = Starlette(routes=[door])
+    bare.state.services = app.state.services
+    mcp = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"accept": "application/json, text/event-stream"}
+    with TestClient(bare, base_url=BASE) as http:
+        assert http.post("/mcp", json=mcp, headers=accept).status_code == 200
+        own = {**accept, "host": NAME, "origin": f"https://{NAME}"}
+        assert http.post("/mcp", json=mcp, headers=own).status_code == 200
+        rebound = {**accept, "host": "rebind.test:8000", "origin": "http://rebind.test:8000"}
+        assert http.post("/mcp", json=mcp, headers=rebound).status_code == 421
+        foreign = {**accept, "origin": "http://attacker.example"}
+        assert http.post("/mcp", json=mcp, headers=foreign).status_code == 403

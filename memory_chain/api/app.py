@@ -23,9 +23,11 @@ from memory_chain import __version__
 from memory_chain.api import conversations, langserve_routes, metrics, openai_compat, user_memory
 from memory_chain.api.deps import ServicesDep, get_services, resolve_user
 from memory_chain.api.errors import BodySizeLimit, install_error_handlers
+from memory_chain.api.web_guard import WebGuard
 from memory_chain.config import MemorySettings
 from memory_chain.integrations.mcp_http import StreamableHTTPDoor
 from memory_chain.services import Services, open_services
+from memory_chain.web_policy import WebPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,12 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         resolved = settings or MemorySettings()
+        web["policy"] = WebPolicy.from_settings(resolved)
+        logger.log(
+            logging.WARNING if web["policy"].any_host else logging.INFO,
+            "memory_chain: %s",
+            web["policy"].describe(),
+        )
         services = await run_in_executor(
             None, lambda: open_services(resolved, background=True, llm=True)
         )
@@ -107,9 +115,14 @@ def create_app(settings: MemorySettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    limits = {"max_bytes": (settings or MemorySettings.model_construct()).max_request_bytes}
+    known = settings or MemorySettings.model_construct()  # the defaults until it starts
+    limits = {"max_bytes": known.max_request_bytes}
     app.add_middleware(BodySizeLimit, max_bytes=lambda: limits["max_bytes"])
-    # Outermost, so that requests refused by the size limit are timed too.
+    # In front of every route (the API, /mcp, /ui, LangServe, /health, /metrics): requests
+    # for another host name or from another site's page never reach one.
+    web = {"policy": WebPolicy.from_settings(known)}
+    app.add_middleware(WebGuard, policy=lambda: web["policy"])
+    # Outermost, so that requests refused by the guard or the size limit are timed too.
     app.add_middleware(metrics.RequestMetrics)
     app.include_router(conversations.router)
     app.include_router(openai_compat.router)

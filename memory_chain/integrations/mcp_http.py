@@ -4,7 +4,9 @@
 it to the opened services when it starts. Each request is authenticated first (the server
 passes its API-key check), then served by MCP's own streamable HTTP transport, stateless
 and answering in JSON: no session outlives its request, so any replica can answer any
-request and nothing is kept per client.
+request and nothing is kept per client. MCP's own guard against DNS rebinding checks
+``Host`` and ``Origin`` as the server's web guard does, from the same settings
+(:func:`transport_security`).
 
 The transport runs in the request's own task: a session manager is made for the request,
 and its task group is entered and left there (about a tenth of a millisecond). Running
@@ -39,15 +41,10 @@ from starlette.types import Receive, Scope, Send
 
 from memory_chain.integrations.mcp import build_mcp_server, protocol_server
 from memory_chain.services import Services
+from memory_chain.web_policy import WebPolicy
 
 #: The user of the request being served.
 _caller: ContextVar[str] = ContextVar("memory_chain_mcp_caller")
-
-# MCP's DNS-rebinding guard checks the Host header against a fixed list of names. It is off:
-# the server is reached under names it cannot know (0.0.0.0 in a container, a proxy's public
-# name, "testserver" under test clients), and /mcp is guarded as every other route of the
-# API is, by its keys; the other routes check no Host either.
-_NO_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
 def current_caller() -> str:
@@ -75,6 +72,7 @@ class StreamableHTTPDoor:
         self.authenticate = authenticate
         self._server: Server[Any, Any] | None = None
         self._max_body_bytes = DEFAULT_MAX_REQUEST_BODY_SIZE
+        self._security = TransportSecuritySettings()  # trusts nothing until bound
 
     def route(self, path: str) -> Route:
         """A route serving this door at ``path``.
@@ -88,6 +86,7 @@ class StreamableHTTPDoor:
         """Serve the memory of these services (the server calls it at start-up)."""
         self._server = protocol_server(build_mcp_server(services, user=current_caller))
         self._max_body_bytes = services.settings.max_request_bytes
+        self._security = transport_security(WebPolicy.from_settings(services.settings))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Authenticate the request, then answer it with MCP's transport as its user."""
@@ -101,7 +100,7 @@ class StreamableHTTPDoor:
             app=server,
             json_response=True,
             stateless=True,
-            security_settings=_NO_HOST_CHECK,
+            security_settings=self._security,
             max_request_body_size=self._max_body_bytes,
         )
         token = _caller.set(user)
@@ -110,6 +109,30 @@ class StreamableHTTPDoor:
                 await manager.handle_request(scope, receive, send)
         finally:
             _caller.reset(token)
+
+
+def transport_security(policy: WebPolicy) -> TransportSecuritySettings:
+    """MCP's own DNS-rebinding guard, trusting what the server's web guard trusts.
+
+    The server checks every request first (:mod:`memory_chain.api.web_guard`); MCP's guard
+    is the second wall, for this door wherever it is mounted. Its lists are exact strings
+    or ``name:*`` (any port), so a trusted name without a port is listed both ways, and
+    its pages' origins under both schemes: whatever the server's guard lets through, MCP's
+    lets through too, and a well-formed name the server refuses MCP refuses (it compares as
+    sent: the stricter of the two on unusual spellings such as upper case).
+    ``*`` in ``trusted_hosts`` turns MCP's guard off (the server's still checks ``Origin``).
+    """
+    if policy.any_host:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts: list[str] = []
+    origins = list(policy.origins)
+    for host in policy.hosts:
+        spellings = [host.name, f"{host.name}:*"] if host.port is None else [str(host)]
+        hosts.extend(spellings)
+        origins.extend(f"{scheme}://{name}" for scheme in ("http", "https") for name in spellings)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
 
 
 class _SelfNamingRoute(Route):

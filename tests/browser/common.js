@@ -86,4 +86,4 @@ function main(steps) {
   });
 }
 
-module.exports = { main };
+module.exports = { main, CHROMIUM_FLAGS };

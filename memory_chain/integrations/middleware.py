@@ -43,6 +43,12 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.structured_output import (
+    AutoStrategy,
+    OutputToolBinding,
+    ProviderStrategy,
+    ToolStrategy,
+)
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -50,22 +56,18 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from memory_chain.chat.budget import (
-    DEFAULT_PERSONA,
-    MESSAGE_OVERHEAD,
-    Budget,
-    BuiltPrompt,
-    build_prompt,
-)
+from memory_chain.chat.budget import DEFAULT_PERSONA, Budget, BuiltPrompt, build_prompt
 from memory_chain.chat.models import ModelInfo
+from memory_chain.chat.sent import IMAGE_TOKENS, extra_tokens, message_tokens, tool_tokens
 from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
-from memory_chain.tokens import EstimatingCounter, TokenCounter
+from memory_chain.tokens import EstimatingCounter, TokenCount
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +137,9 @@ class MemoryMiddleware(AgentMiddleware):
         store: Store each run's exchange (``False``: read memory only).
         counter: Counts tokens for a model the services cannot resolve (default: an
             estimate from the text's length).
+        image_tokens: Tokens an image part of a message is counted as
+            (:data:`~memory_chain.chat.sent.IMAGE_TOKENS` by default; more for a vision
+            model that spends more on an image).
     """
 
     def __init__(
@@ -144,7 +149,8 @@ class MemoryMiddleware(AgentMiddleware):
         window: int | None = None,
         reply_tokens: int | None = None,
         store: bool = True,
-        counter: TokenCounter | None = None,
+        counter: TokenCount | None = None,
+        image_tokens: int = IMAGE_TOKENS,
     ) -> None:
         super().__init__()
         self.services = services
@@ -154,6 +160,7 @@ class MemoryMiddleware(AgentMiddleware):
         self.store = store
         self.default_user = services.settings.default_user_id
         self.counter = counter
+        self.image_tokens = image_tokens
         # What each running run found, by (conversation, user, query): its tool loop's
         # model calls reuse it. Runs of one middleware may run in several threads.
         self._recalled: OrderedDict[tuple[str, str, str], MemoryContext] = OrderedDict()
@@ -233,7 +240,7 @@ class MemoryMiddleware(AgentMiddleware):
             context = self._retrieve(ids, query)
             if earlier:  # the thread holds the conversation's recent turns itself
                 context = replace(context, recent=())
-            built = self._build(request, model, thread, query, context)
+            built = self._build(request, model, thread, messages[last], context)
         except ContextOverflowError:
             built = None
         except MemoryChainError as exc:
@@ -268,12 +275,33 @@ class MemoryMiddleware(AgentMiddleware):
             window_source="setting" if self.window else "default",
         )
 
+    def _sent_besides_memory(
+        self,
+        request: ModelRequest,
+        thread: Sequence[BaseMessage],
+        question: BaseMessage,
+        model: ModelInfo,
+    ) -> int:
+        """Tokens the model is sent besides what :func:`build_prompt` counts.
+
+        That is the system message and the question's text; the rest is the thread's
+        messages, the question's other parts (images), and the tools' schemas with the
+        structured output's (counted by :mod:`memory_chain.chat.sent`).
+
+        Raises:
+            InvalidInputError: A content part that cannot be counted (audio, a file).
+        """
+        counter, images = model.counter, self.image_tokens
+        used = sum(message_tokens(thread, counter, image_tokens=images))
+        used += extra_tokens(question, counter, image_tokens=images)
+        return used + tool_tokens([*request.tools, *output_tools(request.response_format)], counter)
+
     def _build(
         self,
         request: ModelRequest,
         model: ModelInfo,
         thread: Sequence[BaseMessage],
-        query: str,
+        question: BaseMessage,
         context: MemoryContext,
     ) -> BuiltPrompt | None:
         settings = request.model_settings or {}
@@ -283,20 +311,19 @@ class MemoryMiddleware(AgentMiddleware):
             max_tokens=asked if isinstance(asked, int) and asked > 0 else None,
             default_reply=self.reply_tokens,
         )
-        counter = model.counter
-        # The thread's own messages (and the tools' schemas, counted as text) come first.
-        used = sum(counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in thread)
-        used += sum(counter.count(str(getattr(t, "description", t))) for t in request.tools)
-        room = Budget(window=budget.window - used, reserve=budget.reserve)
+        room = Budget(
+            window=budget.window - self._sent_besides_memory(request, thread, question, model),
+            reserve=budget.reserve,
+        )
         if room.prompt <= 0:
             return None
         system = message_text(request.system_message) if request.system_message else ""
         return build_prompt(
             system=system or DEFAULT_PERSONA,
             context=context,
-            message=query,
+            message=message_text(question),
             budget=room,
-            counter=counter,
+            counter=model.counter,
             model=model.name,
         )
 
@@ -337,6 +364,25 @@ class MemoryMiddleware(AgentMiddleware):
             ids.conversation_id, ids.user_id, [HumanMessage(question), AIMessage(answer)]
         )
         return True
+
+
+def output_tools(response_format: Any) -> list[BaseTool]:
+    """The tools a structured output adds to the model's.
+
+    ``create_agent`` binds them beside the agent's tools; a provider's JSON-schema output
+    is counted as one too (a provider may write it into the prompt).
+    """
+    if response_format is None:
+        return []
+    if isinstance(response_format, ProviderStrategy):
+        specs = [response_format.schema_spec]
+    elif isinstance(response_format, ToolStrategy):
+        specs = response_format.schema_specs
+    elif isinstance(response_format, AutoStrategy):
+        specs = ToolStrategy(response_format.schema).schema_specs
+    else:  # a bare schema
+        specs = ToolStrategy(response_format).schema_specs
+    return [OutputToolBinding.from_schema_spec(spec).tool for spec in specs]
 
 
 def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:

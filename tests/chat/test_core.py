@@ -26,6 +26,7 @@ from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tokens import EstimatingCounter
 
 
 class Recording(GenericFakeChatModel):
@@ -128,6 +129,32 @@ def test_a_message_too_long_for_the_window_stores_nothing(manager: MemoryManager
     # A reply's room that leaves none for the prompt is the client's mistake too.
     with pytest.raises(InvalidInputError, match="max_tokens"):
         ask(core, "hi", options=ReplyOptions(max_tokens=600))
+
+
+def test_a_background_task_too_long_says_which_part_is_the_message(
+    manager: MemoryManager,
+) -> None:
+    """A request without memory (a client's title task) over the window: the error counts
+    the message as the message and the instructions with the history as the instructions."""
+    core = ChatCore(manager, OneModel(recording(), window=512))
+    message = "Give this chat a short title."
+    request = ChatRequest.checked(
+        conversation_id="trip",
+        user_id="ana",
+        message=message,
+        system="Follow the house rules for titles. " * 200,
+        memory=False,
+    )
+    with pytest.raises(ContextOverflowError) as caught:
+        core.prepare(request)
+    message_tokens = EstimatingCounter().count(message)
+    assert caught.value.message_tokens == message_tokens
+    assert caught.value.system_tokens > 1000
+    assert str(caught.value).startswith(
+        f"the message has {message_tokens:,} tokens and the instructions "
+        f"{caught.value.system_tokens:,}"
+    )
+    assert stored(manager) == []
 
 
 def test_an_unknown_model_is_refused_before_anything_is_stored(manager: MemoryManager) -> None:

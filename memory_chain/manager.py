@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
@@ -427,13 +428,21 @@ class MemoryManager:
     ) -> Found:
         """The retrieval every path uses (:meth:`MemorySearch.find`), ids checked.
 
+        Every door that answers what memory recalls goes through here (the chat, the search
+        endpoint, the LangServe retriever, the MCP tools, the LangGraph store, the
+        evaluation), so they share one rule for the user's retired facts: a recalled turn
+        that stated a fact since superseded is noted as outdated, one that stated a fact the
+        user dismissed is left out (:mod:`memory_chain.facts.outdated`). A forgotten thing
+        does not come back through the turn it was learnt from, whichever door asks; the
+        turn itself stays in its conversation (its turns, the export).
+
         Raises:
             InvalidInputError: If an id is malformed.
         """
         validate_id(user_id, "user id")
         if conversation_id is not None:
             validate_id(conversation_id)
-        return self.memory_search.find(
+        found = self.memory_search.find(
             query,
             user_id=user_id,
             conversation_id=conversation_id,
@@ -443,6 +452,12 @@ class MemoryManager:
             include_archived=include_archived,
             tags=tags,
         )
+        try:
+            retired = self.fact_store.retired(user_id, recalled_from(found.items))
+        except MemoryChainError as exc:
+            degraded = [*found.degraded, f"retired facts (recalled turns not checked): {exc}"]
+            return replace(found, degraded=degraded)
+        return replace(found, items=mark_outdated(found.items, retired))
 
     def turn_count(self, conversation_id: str, user_id: str) -> int:
         """How many turns the conversation has (tier 1's count when cached, else SQL's)."""
@@ -488,22 +503,17 @@ class MemoryManager:
             exclude=[(conversation_id, turn.turn_number) for turn in recent],
         )
         degraded = list(found.degraded)
-        items = found.items
         try:
             facts = self.profile(user_id, found.vector)
         except MemoryChainError as exc:
             facts = ()
             degraded.append(f"user facts: {exc}")
-        try:
-            items = mark_outdated(items, self.fact_store.retired(user_id, recalled_from(items)))
-        except MemoryChainError as exc:
-            degraded.append(f"retired facts (recalled turns not checked): {exc}")
         return MemoryContext(
             conversation_id=conversation_id,
             user_id=user_id,
             summary=summary,
             recent=tuple(recent),
-            items=tuple(items),
+            items=tuple(found.items),
             degraded=tuple(degraded),
             facts=facts,
         )

@@ -97,7 +97,7 @@ def _everything_read(manager: MemoryManager) -> tuple[str, dict[str, int]]:
     counts = {"chat prompt": 0, "search endpoint": 0, "retriever": 0, "facts": 0}
     model = Recording(messages=iter(AIMessage("ok") for _ in range(100)), prompts=[])
     chain = build_chat_chain(ChatCore(manager, OneModel(model)))
-    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=8)
+    retriever = MemoryRetriever(search=manager, user_id="ana", k=8)
     for query in QUERIES:
         chain.invoke(
             {"input": query}, {"configurable": {"conversation_id": "now", "user_id": "ana"}}
@@ -188,7 +188,7 @@ def test_archived_conversations_are_found_only_when_asked(memory: MemoryManager)
     named = manager.search("old", "ana", query, k=5).items
     assert named
     assert all(item.conversation_id == "old" for item in named)
-    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=10)
+    retriever = MemoryRetriever(search=manager, user_id="ana", k=10)
     assert {d.metadata["conversation_id"] for d in retriever.invoke(query)} == {"kept"}
     with_archived = retriever.invoke(query, include_archived=True)
     assert "old" in {d.metadata["conversation_id"] for d in with_archived}
@@ -299,7 +299,7 @@ def test_points_carry_tags_and_their_ranges_summary_and_filter_by_tag(
     questions = turn_retriever.invoke("python error", tags=["question"])
     assert [d.metadata["turn_number"] for d in questions] == [1]
     assert questions[0].metadata["summary"] == "Ana fixed an import error."
-    fused = MemoryRetriever(search=manager.memory_search, user_id="ana", k=10, tags=["code"])
+    fused = MemoryRetriever(search=manager, user_id="ana", k=10, tags=["code"])
     documents = fused.invoke("how to install the package")
     assert documents
     assert all("code" in d.metadata["tags"] for d in documents)

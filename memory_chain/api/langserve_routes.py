@@ -124,7 +124,7 @@ def retriever_target(memory: MemoryManager) -> Runnable[Any, Any]:
             raise InvalidInputError("the query is not valid Unicode text: send UTF-8") from exc
         configurable = config.get("configurable", {})
         retriever = MemoryRetriever(
-            search=memory.memory_search,
+            search=memory,
             user_id=configurable["user_id"],
             conversation_id=configurable.get("conversation_id") or None,
         )

@@ -12,8 +12,9 @@ whose words support the fact: :func:`~memory_chain.facts.grounding.grounded`) is
 * **left out** when nothing does (the fact was dismissed: the user asked to forget it, or
   deleted it): a forgotten thing does not come back through the turn it was learnt from.
 
-The turn itself stays stored, exported and searchable (``/v1/search``); only the chat's
-context is affected.
+The turn itself stays stored and exported, and its conversation lists it; every answer of
+what memory recalls (the chat's context, searches, the LangServe retriever, the MCP tools,
+the LangGraph store) applies this rule, through ``MemoryManager.find``.
 
 Example:
     >>> marked = mark_outdated(found.items, facts.retired("ana", ["trip"]))  # doctest: +SKIP

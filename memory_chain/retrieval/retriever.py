@@ -8,8 +8,7 @@ UTC), ``tags`` and ``score`` (the fused score: **higher is more relevant**, comp
 result list).
 
 Example:
-    >>> retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=5)
-    ... # doctest: +SKIP
+    >>> retriever = MemoryRetriever(search=manager, user_id="ana", k=5)  # doctest: +SKIP
     >>> docs = retriever.invoke("when do we fly?", conversation_id="trip")  # doctest: +SKIP
     >>> docs[0].metadata["sources"]  # doctest: +SKIP
     ['tier2-turns', 'tier3']
@@ -29,7 +28,7 @@ from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.retrieval.search import MemorySearch
+from memory_chain.retrieval.search import Finder
 from memory_chain.schemas import MemoryItem, as_utc, validate_id
 from memory_chain.tiers.vectors.tags import turn_tags
 
@@ -55,13 +54,15 @@ def item_to_document(item: MemoryItem, user_id: str) -> Document:
 
 
 class MemoryRetriever(BaseRetriever):
-    """The fused memory search (:class:`MemorySearch`) of one user, as a retriever.
+    """The fused memory search of one user, as a retriever.
 
     Per-call arguments (``retriever.invoke(query, k=3, conversation_id="c1")``) override the
     fields of the same name; the user cannot be overridden per call.
 
     Args:
-        search: The memory search (``MemoryManager.memory_search``).
+        search: What searches: the memory manager (its ``find`` is every door's
+            retrieval, turns that stated a retired fact noted or left out) or a bare
+            :class:`~memory_chain.retrieval.search.MemorySearch`.
         user_id: Whose memories are searched.
         k: Number of items to return.
         conversation_id: Restrict to one conversation (``None``: all of the user's).
@@ -72,7 +73,7 @@ class MemoryRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    search: MemorySearch
+    search: Finder
     user_id: str
     k: int = Field(default=5, ge=1, le=1000)
     conversation_id: str | None = None

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.retrieval.candidates import (
@@ -140,6 +140,28 @@ class Found:
     items: list[MemoryItem]
     degraded: list[str]
     vector: list[float] | None = None
+
+
+@runtime_checkable
+class Finder(Protocol):
+    """What finds memory items for a query.
+
+    :class:`MemorySearch`, or the memory manager (the same search, with the user's retired
+    facts applied to what it recalls).
+    """
+
+    def find(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        conversation_id: str | None = None,
+        limit: int,
+        include_archived: bool = False,
+        tags: Collection[str] | None = None,
+    ) -> Found:
+        """The best ``limit`` items for ``query`` among the user's memories."""
+        ...
 
 
 class MemorySearch:

@@ -208,7 +208,7 @@ def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> Non
     query = "who looks after the cat?"
     found = manager.find(query, user_id="ana", conversation_id="trip", limit=4)
     searched = manager.search("trip", "ana", query, k=4)
-    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=4)
+    retriever = MemoryRetriever(search=manager, user_id="ana", k=4)
     docs = retriever.invoke(query, conversation_id="trip")
     expected = [(i.turn_number, i.score) for i in found.items]
     assert [(i.turn_number, i.score) for i in searched.items] == expected
@@ -220,7 +220,7 @@ def test_every_read_path_returns_the_same_ranking(manager: MemoryManager) -> Non
 async def test_retriever_ainvoke_takes_the_per_call_arguments(manager: MemoryManager) -> None:
     add(manager, "trip", "ana", *TRIP)
     drain(manager)
-    retriever = MemoryRetriever(search=manager.memory_search, user_id="ana", k=4)
+    retriever = MemoryRetriever(search=manager, user_id="ana", k=4)
     query = "who looks after the cat?"
     docs = await retriever.ainvoke(query, conversation_id="trip", k=2)
     expected = retriever.invoke(query, conversation_id="trip", k=2)

@@ -26,7 +26,9 @@ synchronous (SQLAlchemy, the embedding model), as the middleware's async hooks r
 Ids are checked as memory_chain checks them (:func:`~memory_chain.schemas.validate_id`:
 1-128 letters, digits and ``._:@-``): the user id, the conversation id, every namespace
 label and every key. LangGraph's own ``put``/``get``/``search`` also refuse a label with a
-dot, so a user id with a dot is reachable through ``batch`` only. TTLs are not supported.
+dot, so a user id with a dot is reachable through ``batch`` only. A put's key, labels and
+every string of its value (object keys too) must be text a database keeps: no NUL character,
+no unpaired surrogate (:func:`~memory_chain.storable.check_value`). TTLs are not supported.
 
 Example:
     >>> import uuid
@@ -67,6 +69,7 @@ from memory_chain.integrations.store_conversations import CONVERSATIONS, Convers
 from memory_chain.integrations.store_facts import FACTS, FactNamespace
 from memory_chain.schemas import validate_id
 from memory_chain.services import Services
+from memory_chain.storable import check_text, check_value
 from memory_chain.tiers.sql.store_items import StoreItems, conversation_ids, users_with_facts
 
 _SHAPES = (
@@ -117,6 +120,8 @@ class MemoryStore(BaseStore):
             return hit.item() if hit is not None else None
         if isinstance(op, PutOp):
             kind, user, path = self._route(op.namespace)
+            check_text(op.key, "the key")
+            check_value(op.value, "the value")
             if op.value is None:
                 kind.delete(user, path, op.key)
             else:
@@ -203,6 +208,8 @@ def _labels(namespace: Sequence[str]) -> tuple[str, ...]:
     """
     if not isinstance(namespace, tuple | list) or not namespace:
         raise InvalidInputError(f"a namespace starts with the user's id: {_SHAPES}")
+    for label in namespace:
+        check_text(label, "a namespace label")
     validate_id(namespace[0], "user id (a namespace's first label)")
     for label in namespace[1:]:
         validate_id(label, "namespace label")

@@ -23,9 +23,10 @@ from memory_chain.storable import check_text
 
 #: Most stop sequences a request may give (OpenAI's limit).
 MAX_STOP = 4
-#: The largest sampler seed: the range every backend takes as it is (a C ``int`` in Ollama's
-#: runner, an unsigned 32-bit seed in llama.cpp). A larger one would be stored with the
-#: user's message and then fail at the model.
+#: The largest sampler seed. 0 to 2**31 - 1 fits a signed and an unsigned 32-bit integer,
+#: so every backend takes it as it is: llama.cpp's sampler seed is 32-bit (the embedded
+#: engine silently cuts a larger one to its low 32 bits), and Ollama cannot read a 30-digit
+#: one as an integer at all (the call fails after the user's message was stored).
 MAX_SEED = 2**31 - 1
 
 

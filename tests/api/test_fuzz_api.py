@@ -244,6 +244,15 @@ def test_no_server_error_and_no_access_without_a_key(
         assert not 200 <= response.status_code < 300, (case.method, case.path, response.text)
 
 
+def test_the_leak_check_sees_the_owners_data(server: RunningServer, seeded: dict[str, Any]) -> None:
+    # The check can fail: the owner's own reads carry the marker (and it raises on them).
+    for path in ("/v1/facts", f"/v1/conversations/{SEED}/turns", "/v1/users/me/export"):
+        response = httpx.get(f"{server.url}{path}", headers=OWNER, timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        with pytest.raises(AssertionError, match="the owner's data"):
+            no_owner_data(None, response, type("Case", (), {"method": "GET", "path": path}))
+
+
 def test_seeded_conversation_unchanged_after_fuzzing(
     server: RunningServer, seeded: dict[str, Any]
 ) -> None:

@@ -9,6 +9,7 @@ PostgreSQL server stopped under a running app answers 503.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,3 +224,12 @@ def test_a_refused_write_leaves_the_pool_usable(database: Database) -> None:
         thread.join()
     assert len(failures) == 3
     assert database.read(select(text("1"))) == [(1,)]
+
+
+def test_a_driver_error_in_a_started_stream_is_reported_mapped() -> None:
+    from memory_chain.api.openai_errors import stream_error_event
+
+    event = stream_error_event(OperationalError("SELECT 1", {}, Exception("connection lost")))
+    body = json.loads(event.removeprefix("data: "))
+    assert body["error"]["code"] == 503
+    assert "connection lost" in body["error"]["message"]

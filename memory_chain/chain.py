@@ -34,6 +34,7 @@ from memory_chain.chat.core import ChatCore, PreparedTurn
 from memory_chain.chat.request import ChatRequest, ReplyOptions
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import InvalidInputError, LLMUnavailableError
+from memory_chain.storable import check_text
 
 #: What the assistant is told when the client gives no instructions (persona and memory's note).
 DEFAULT_SYSTEM_MESSAGE = f"{DEFAULT_PERSONA} {MEMORY_NOTE}"
@@ -46,6 +47,7 @@ __all__ = [
     "MemoryChat",
     "build_chat_chain",
     "chat_request",
+    "reply_options",
     "user_text",
 ]
 
@@ -82,11 +84,7 @@ def _fields(inputs: Any) -> tuple[str, str]:
         raise InvalidInputError("system must be a string (the assistant's instructions)")
     if not text.strip():
         raise InvalidInputError("the message is empty: send some text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError("the message is not valid Unicode text: send UTF-8") from exc
-    return text, system
+    return check_text(text, "the message"), check_text(system, "the system prompt")
 
 
 #: The values that leave an option to the server (the specs' defaults; see below).
@@ -99,7 +97,28 @@ def _number(configurable: dict[str, Any], key: str, kind: type) -> Any:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInputError(f"configurable.{key} must be a number, got {value!r}")
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise InvalidInputError(f"configurable.{key} must be a whole number, got {value!r}")
     return kind(value)
+
+
+def reply_options(configurable: dict[str, Any]) -> ReplyOptions:
+    """The reply's options from a config's ``configurable`` (the specs' defaults: unset).
+
+    Raises:
+        InvalidInputError: An option of the wrong type or out of its range (a ``seed`` past
+            :data:`~memory_chain.chat.request.MAX_SEED`).
+    """
+    stop = configurable.get("stop")
+    if stop is not None and not isinstance(stop, str | list | tuple):
+        raise InvalidInputError("configurable.stop must be a string or a list of strings")
+    return ReplyOptions.of(
+        temperature=_number(configurable, "temperature", float),
+        top_p=_number(configurable, "top_p", float),
+        max_tokens=_number(configurable, "max_tokens", int),
+        stop=stop or None,
+        seed=_number(configurable, "seed", int),
+    )
 
 
 def chat_request(
@@ -117,16 +136,7 @@ def chat_request(
             "no conversation id: pass config={'configurable': {'conversation_id': '...'}}"
         )
     text, system = _fields(inputs)
-    stop = configurable.get("stop")
-    if stop is not None and not isinstance(stop, str | list | tuple):
-        raise InvalidInputError("configurable.stop must be a string or a list of strings")
-    options = ReplyOptions.of(
-        temperature=_number(configurable, "temperature", float),
-        top_p=_number(configurable, "top_p", float),
-        max_tokens=_number(configurable, "max_tokens", int),
-        stop=stop or None,
-        seed=_number(configurable, "seed", int),
-    )
+    options = reply_options(configurable)
     model = configurable.get("model") or None
     return ChatRequest.checked(
         conversation_id=conversation_id,

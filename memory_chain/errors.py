@@ -54,6 +54,14 @@ class StorageError(MemoryChainError):
     """A store failed (database locked for too long, schema missing, server unreachable)."""
 
 
+class StorageConflictError(StorageError):
+    """A write collided with what is stored: a key taken, often by a concurrent writer.
+
+    Nothing of the write is stored; sending the request again usually succeeds, or says what
+    is in the way.
+    """
+
+
 class SchemaNotReadyError(StorageError):
     """The SQL schema is missing or older than this version of memory_chain."""
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Literal, get_args
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.storable import check_stored_int, check_text
 
 Role = Literal["user", "assistant", "system"]
 ROLES: frozenset[str] = frozenset(get_args(Role))
@@ -183,8 +184,10 @@ def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
         max_chars: Longest accepted content, in characters.
 
     Raises:
-        InvalidInputError: On an empty batch, an unknown role, empty or oversize content, a
-            NUL character (which PostgreSQL cannot store), or negative token counts.
+        InvalidInputError: On an empty batch, an unknown role, empty or oversize content,
+            text no database keeps (a NUL character, an unpaired surrogate:
+            :func:`~memory_chain.storable.check_text`), or token counts that are negative or
+            past an ``INTEGER`` column's range.
     """
     if not turns:
         raise InvalidInputError("no turns to store: pass at least one message")
@@ -203,20 +206,13 @@ def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
                 f"{where}: content has {len(turn.content):,} characters, more than the "
                 f"{max_chars:,} allowed: shorten it or raise max_message_chars"
             )
-        if "\x00" in turn.content:
-            raise InvalidInputError(f"{where}: content contains a NUL character: remove it")
-        try:
-            turn.content.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(
-                f"{where}: content is not valid Unicode text ({exc.reason} at position "
-                f"{exc.start}): send UTF-8 text"
-            ) from exc
-        if (
-            turn.tokens is not None
-            and min(turn.tokens.total, turn.tokens.prompt or 0, turn.tokens.completion or 0) < 0
-        ):
-            raise InvalidInputError(f"{where}: token counts must not be negative")
+        check_text(turn.content, f"{where}: content")
+        if turn.tokens is not None:
+            counts = (turn.tokens.total, turn.tokens.prompt or 0, turn.tokens.completion or 0)
+            if min(counts) < 0:
+                raise InvalidInputError(f"{where}: token counts must not be negative")
+            for count in counts:
+                check_stored_int(count, f"{where}: a token count")
 
 
 MemoryTier = Literal["tier1", "tier2", "tier3", "facts"]

@@ -3,8 +3,10 @@
 Library errors map to statuses (bad input 422; a message too long for the model's window, or
 a request the model refuses, 400; no API key or an unknown one 401, with ``WWW-Authenticate:
 Bearer``; a valid key that cannot act as the user it needs 403; an unknown or foreign
-conversation, an unknown model 404; a store or the LLM down 503). Oversize bodies get 413
-before they are read whole.
+conversation, an unknown model 404; a write that collided with a stored row 409; a store or
+the LLM down 503). A database error that reaches a route without passing tier 2's mapping is
+mapped the same way (:func:`~memory_chain.tiers.sql.rows.storage_error`), so bad input never
+answers 500. Oversize bodies get 413 before they are read whole.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,8 +36,10 @@ from memory_chain.errors import (
     MemoryChainError,
     ModelNotFoundError,
     ModelRequestError,
+    StorageConflictError,
     StorageError,
 )
+from memory_chain.tiers.sql.rows import storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (FactNotFoundError, 404),
     (LLMUnavailableError, 503),
     (ConsolidationError, 503),
+    (StorageConflictError, 409),
     (StorageError, 503),
 ]
 
@@ -87,6 +93,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(error)}, status_code=status, headers=headers)
 
     app.add_exception_handler(MemoryChainError, handle)
+
+    async def driver(request: Request, error: Exception) -> JSONResponse:
+        mapped = storage_error(error)
+        if mapped is None:  # a misuse of SQLAlchemy (a bug), not the database's answer
+            logger.error("request failed: %r", error)
+            return JSONResponse({"detail": "internal error (logged)"}, status_code=500)
+        return await handle(request, mapped)
+
+    app.add_exception_handler(SQLAlchemyError, driver)
 
     async def invalid(_request: Request, error: Exception) -> Response:
         from fastapi.encoders import jsonable_encoder

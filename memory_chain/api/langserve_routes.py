@@ -22,7 +22,13 @@ from langchain_core.runnables.base import RunnableBinding
 from langserve import add_routes
 
 from memory_chain.api.deps import get_services, resolve_user
-from memory_chain.chain import MEMORY_CONFIG_SPECS, ChatInput, MemoryChat, user_text
+from memory_chain.chain import (
+    MEMORY_CONFIG_SPECS,
+    ChatInput,
+    MemoryChat,
+    reply_options,
+    user_text,
+)
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.identity import authenticate, presented_key
 from memory_chain.manager import MemoryManager
@@ -182,12 +188,26 @@ async def check_request(request: Request) -> None:
         )
     if "/retriever/" in request.url.path:
         return
-    for item in body["inputs"] if batch else [body.get("input")]:
-        try:
+    _check_chat(body, batch)
+
+
+def _check_chat(body: dict[str, Any], batch: bool) -> None:
+    """Refuse a chat input or option the chain would refuse, before anything is stored.
+
+    Streams would fail after their 200 has gone out: LangServe reports an error raised in the
+    chain as an event of a stream that already answered 200.
+    """
+    configs = body.get("config")
+    inputs = body["inputs"] if batch else [body.get("input")]
+    try:
+        for config in configs if isinstance(configs, list) else [configs]:
+            configurable = config.get("configurable") if isinstance(config, dict) else None
+            if isinstance(configurable, dict):
+                reply_options(configurable)  # a seed out of the model's range
+        for item in inputs:
             user_text(item)
-        except InvalidInputError as exc:
-            # Streams would fail after their 200 has gone out: refuse before.
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
+    except InvalidInputError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
 def mount(app: FastAPI, chat: LateBound, retriever: LateBound) -> None:

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory_chain.schemas import Role, as_utc
+from memory_chain.storable import StorableText
 
 #: Most turns one request may add.
 MAX_TURNS_PER_REQUEST = 100
@@ -89,7 +90,7 @@ class TurnIn(BaseModel):
     """A turn to add."""
 
     role: Role
-    content: str = Field(min_length=1, description="The message text (not empty).")
+    content: StorableText = Field(min_length=1, description="The message text (not empty).")
     timestamp: datetime | None = Field(
         default=None, description="When it was said (ISO 8601; UTC if no offset); default now."
     )
@@ -218,9 +219,11 @@ class FactIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, max_length=2000, description="The fact, a sentence or two.")
+    text: StorableText = Field(
+        min_length=1, max_length=2000, description="The fact, a sentence or two."
+    )
     kind: FactKindName = "other"
-    subject: str | None = Field(
+    subject: StorableText | None = Field(
         default=None,
         max_length=200,
         description="What it is about ('home city'): a newer fact about the same subject "
@@ -234,7 +237,7 @@ class FactPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str | None = Field(default=None, min_length=1, max_length=2000)
+    text: StorableText | None = Field(default=None, min_length=1, max_length=2000)
     kind: FactKindName | None = None
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memory_chain.chat.request import MAX_SEED
 from memory_chain.schemas import ID_PATTERN
 
 
@@ -83,7 +84,11 @@ class ChatCompletionRequest(BaseModel):
     stop: str | list[str] | None = Field(
         default=None, description="Up to four strings that end the reply."
     )
-    seed: int | None = Field(default=None, description="Sampler seed, for replies that repeat.")
+    seed: int | None = Field(
+        default=None,
+        description=f"Sampler seed, for replies that repeat: a whole number from 0 to {MAX_SEED}.",
+        json_schema_extra={"minimum": 0, "maximum": MAX_SEED},
+    )
     n: int | None = Field(default=None, ge=1, le=1, description="Only one choice.")
     user: str | dict[str, Any] | None = Field(
         default=None, description="Ignored: the user comes from the API key or X-User-Id."
@@ -93,6 +98,17 @@ class ChatCompletionRequest(BaseModel):
         pattern=f"^{ID_PATTERN.pattern}$",
         description="The conversation (else X-Conversation-Id, X-OpenWebUI-Chat-Id, derived).",
     )
+
+    @field_validator("seed")
+    @classmethod
+    def _seed_in_range(cls, seed: int | None) -> int | None:
+        # Checked with the body, before anything is stored: a seed the model cannot take
+        # would otherwise fail the call after the user's message was stored.
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            raise ValueError(
+                f"seed {seed} is out of range: use a whole number from 0 to {MAX_SEED}"
+            )
+        return seed
 
 
 class ModelCard(BaseModel):

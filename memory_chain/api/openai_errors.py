@@ -28,6 +28,7 @@ from memory_chain.errors import (
     ModelNotFoundError,
 )
 from memory_chain.services import Services
+from memory_chain.tiers.sql.rows import storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def stream_error_event(error: Exception) -> str:
     """The server-sent event that reports a failure after the stream began, as OpenAI does."""
     code: str | None = None
     param: str | None = None
+    error = storage_error(error) or error  # a driver error that passed no mapping
     if isinstance(error, MemoryChainError):
         status, message = status_of(error), str(error)
         code, param = _code_of(error)

@@ -122,7 +122,10 @@ def delete_fact(fact_id: FactId, memory: MemoryDep, user: CurrentUser) -> Respon
 async def export_me(memory: MemoryDep, user: CurrentUser) -> StreamingResponse:
     """Every conversation and fact of the caller, one JSON object per line (as exported).
 
-    The lines are read as they are sent (Starlette iterates them in its threadpool).
+    The lines are read as they are sent (Starlette iterates them in its threadpool), each
+    conversation (each user's facts, each page of store items) in a short transaction of its
+    own: a client that downloads slowly holds no database connection
+    (:mod:`memory_chain.tiers.sql.export` says what consistency that gives).
     """
     return StreamingResponse(
         memory.export(user),

@@ -19,9 +19,15 @@ from dataclasses import dataclass, field
 from memory_chain.chat.reconcile import Said
 from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import NewTurn, validate_id, validate_new_turns
+from memory_chain.storable import check_text
 
 #: Most stop sequences a request may give (OpenAI's limit).
 MAX_STOP = 4
+#: The largest sampler seed. 0 to 2**31 - 1 fits a signed and an unsigned 32-bit integer,
+#: so every backend takes it as it is: llama.cpp's sampler seed is 32-bit (the embedded
+#: engine silently cuts a larger one to its low 32 bits), and Ollama cannot read a 30-digit
+#: one as an integer at all (the call fails after the user's message was stored).
+MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ class ReplyOptions:
         top_p: Nucleus sampling threshold, over 0 and at most 1.
         max_tokens: Longest reply, in tokens; also the room kept for the reply in the prompt.
         stop: Strings that end the reply (at most four, none empty).
-        seed: Sampler seed, for replies that repeat.
+        seed: Sampler seed, for replies that repeat: 0 to :data:`MAX_SEED`.
     """
 
     temperature: float | None = None
@@ -53,6 +59,14 @@ class ReplyOptions:
             raise InvalidInputError(f"max_tokens {self.max_tokens} must be at least 1")
         if len(self.stop) > MAX_STOP or not all(isinstance(s, str) and s for s in self.stop):
             raise InvalidInputError(f"stop takes at most {MAX_STOP} non-empty strings")
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise InvalidInputError(
+                f"seed {self.seed!r} is out of range: use a whole number from 0 to {MAX_SEED}"
+            )
 
     @classmethod
     def of(
@@ -113,19 +127,16 @@ class ChatRequest:
         """A request whose ids and text are checked, as the store would check them.
 
         Raises:
-            InvalidInputError: An id is malformed, or the message or system text is empty,
-                too long, holds a NUL or is not valid Unicode.
+            InvalidInputError: An id is malformed, the message is empty or too long, or the
+                message, the system text or a message of the history holds text no store
+                keeps (a NUL character, an unpaired surrogate), before anything is stored.
         """
         validate_id(conversation_id)
         validate_id(user_id, "user id")
         validate_new_turns([NewTurn("user", message)], max_chars=max_chars or 10**9)
-        if system:
-            try:
-                system.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise InvalidInputError(
-                    "the system prompt is not valid Unicode text: send UTF-8"
-                ) from exc
+        check_text(system, "the system prompt")
+        for index, said in enumerate(history or ()):
+            check_text(said.text, f"history message {index} ({said.role})")
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise InvalidInputError("model is empty: name a model from GET /v1/models, or omit it")
         return cls(

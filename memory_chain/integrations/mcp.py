@@ -48,6 +48,7 @@ from memory_chain.identity import Caller, identify
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import ConversationInfo, MemoryItem, Turn, validate_id
 from memory_chain.services import Services
+from memory_chain.storable import StorableText
 
 #: Who the server acts for: a user id, or a function returning the current request's user.
 UserSource = str | Callable[[], str]
@@ -238,9 +239,9 @@ def build_mcp_server(services: Services, *, user: UserSource) -> FastMCP[Any]:
 
     @server.tool()
     async def remember(
-        text: Annotated[str, Field(min_length=1, max_length=MAX_FACT_CHARS)],
+        text: Annotated[StorableText, Field(min_length=1, max_length=MAX_FACT_CHARS)],
         kind: FactKind = "other",
-        subject: Annotated[str | None, Field(max_length=200)] = None,
+        subject: Annotated[StorableText | None, Field(max_length=200)] = None,
     ) -> Annotated[CallToolResult, Remembered]:
         """Remember a fact about the user, a sentence or two ("Prefers window seats.").
 

@@ -28,7 +28,9 @@ Ids are checked as memory_chain checks them (:func:`~memory_chain.schemas.valida
 :func:`~memory_chain.identity.user_named`; a list's prefix naming a user too), the
 conversation id, every namespace label and every key. LangGraph's own
 ``put``/``get``/``search`` also refuse a label with a dot, so a user id with a dot is
-reachable through ``batch`` only. TTLs are not supported.
+reachable through ``batch`` only. A put's key, labels and every string of its value (object
+keys too) must be text a database keeps: no NUL character, no unpaired surrogate
+(:func:`~memory_chain.storable.check_value`). TTLs are not supported.
 
 Example:
     >>> import uuid
@@ -70,6 +72,7 @@ from memory_chain.integrations.store_conversations import CONVERSATIONS, Convers
 from memory_chain.integrations.store_facts import FACTS, FactNamespace
 from memory_chain.schemas import validate_id
 from memory_chain.services import Services
+from memory_chain.storable import check_text, check_value
 from memory_chain.tiers.sql.store_items import StoreItems, conversation_ids, users_with_facts
 
 _SHAPES = (
@@ -120,6 +123,8 @@ class MemoryStore(BaseStore):
             return hit.item() if hit is not None else None
         if isinstance(op, PutOp):
             kind, user, path = self._route(op.namespace)
+            check_text(op.key, "the key")
+            check_value(op.value, "the value")
             if op.value is None:
                 kind.delete(user, path, op.key)
             else:
@@ -206,6 +211,8 @@ def _labels(namespace: Sequence[str]) -> tuple[str, ...]:
     """
     if not isinstance(namespace, tuple | list) or not namespace:
         raise InvalidInputError(f"a namespace starts with the user's id: {_SHAPES}")
+    for label in namespace:
+        check_text(label, "a namespace label")
     user_named(namespace[0], None)  # the user, checked as at every door
     for label in namespace[1:]:
         validate_id(label, "namespace label")

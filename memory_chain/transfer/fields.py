@@ -12,8 +12,7 @@ from typing import Any
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.schemas import as_utc
-
-_MAX_INT = 2**63 - 1
+from memory_chain.storable import MAX_STORED_INT
 
 
 def format_timestamp(value: datetime) -> str:
@@ -50,15 +49,18 @@ def check_version(obj: dict[str, Any], readable: frozenset[int], what: str) -> N
 
 
 def read_int(value: object, where: str, *, optional: bool = False) -> int | None:
-    """A whole number ``>= 0`` (or ``None`` if ``optional``).
+    """A whole number from 0 to :data:`~memory_chain.storable.MAX_STORED_INT` (or ``None``).
+
+    Every number of a line is stored in an ``INTEGER`` column (32-bit on PostgreSQL).
 
     Raises:
-        InvalidInputError: On anything else (a boolean, a float, a negative number).
+        InvalidInputError: On anything else (a boolean, a float, a negative number, one too
+            large to store).
     """
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_INT:
-        wanted = "a whole number >= 0" + (" or null" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STORED_INT:
+        wanted = f"a whole number from 0 to {MAX_STORED_INT:,}" + (" or null" if optional else "")
         raise InvalidInputError(f"{where} must be {wanted}, got {value!r}")
     return value
 

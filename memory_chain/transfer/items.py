@@ -33,6 +33,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.integrations.store_common import search_text
 from memory_chain.integrations.store_facts import FACTS
 from memory_chain.schemas import utcnow, validate_id
+from memory_chain.storable import check_value
 from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace, encode_value
 from memory_chain.transfer.fields import (
     check_fields,
@@ -131,9 +132,11 @@ def check_store_item(item: StoredItem) -> None:
     Raises:
         InvalidInputError: On an invalid user id, namespace label or key (1-128 letters,
             digits and ``._:@-``); an empty namespace, or one of the user's facts or
-            conversations; a value that is not JSON, not valid Unicode or longer than
-            :data:`~memory_chain.tiers.sql.store_items.MAX_VALUE_CHARS`; searched text with
-            a NUL character; an ``updated_at`` before ``created_at``.
+            conversations; a value holding text no database keeps (a NUL character or an
+            unpaired surrogate, anywhere: :func:`~memory_chain.storable.check_value`), that
+            is not JSON or longer than
+            :data:`~memory_chain.tiers.sql.store_items.MAX_VALUE_CHARS`; an ``updated_at``
+            before ``created_at``.
     """
     # Imported here: the conversations' namespace imports the manager, which imports this
     # package (for the user's export).
@@ -153,17 +156,8 @@ def check_store_item(item: StoredItem) -> None:
             "their own lines; give the item another namespace"
         )
     validate_id(item.key, "key")
-    try:
-        encode_value(item.value).encode("utf-8")
-    except UnicodeEncodeError as exc:  # "\ud800" in the file: JSON, but no database takes it
-        raise InvalidInputError(
-            f"the value is not valid Unicode (a lone surrogate at character {exc.start} of "
-            "its JSON): fix the text"
-        ) from None
-    if item.search_text is not None and "\x00" in item.search_text:
-        raise InvalidInputError(
-            "the value's text contains a NUL character: remove it, or set index to false"
-        )
+    check_value(item.value, "the value")
+    encode_value(item.value)
     if item.updated_at < item.created_at:
         raise InvalidInputError(
             f"updated_at {format_timestamp(item.updated_at)} is before created_at "

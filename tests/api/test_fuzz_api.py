@@ -13,12 +13,14 @@ traversal in ids, out-of-range pagination and an oversize body. Every such case 
 (or a 2xx where the request is valid), never a 5xx, and leave the stored conversation as it
 was.
 
-Two users: ``owner`` holds the seeded conversation that must never change; ``fuzzer`` is the
-key the generated requests use (so a lucky guess of the owner's conversation id is also an
-isolation check), and owns a conversation of its own (and a fact in it) that the generator is
-pointed at half of the time. The generated requests include the caller's own-data routes
-(``/v1/facts``, ``/v1/users/me/export`` and ``DELETE /v1/users/me``, which erases the fuzzer,
-never the owner).
+Two users, each with a key and data of their own: ``owner`` holds the seeded conversation that
+must never change, and a fact; ``fuzzer`` is the key the generated requests use (so a lucky
+guess of the owner's conversation id is also an isolation check), and owns a conversation of
+its own (and a fact in it) that the generator is pointed at half of the time. The generated
+requests include the caller's own-data routes (``/v1/facts``, ``/v1/users/me/export`` and
+``DELETE /v1/users/me``, which erases the fuzzer, never the owner). Every response to them is
+checked for cross-user reads too (:func:`no_owner_data`): the owner's turns and fact carry a
+marker that no request of the fuzzer (or without a key) may ever get back.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ FUZZER_KEY = "fuzz-fuzzer-key"
 OWNER = {"Authorization": f"Bearer {OWNER_KEY}"}
 FUZZER = {"Authorization": f"Bearer {FUZZER_KEY}"}
 SEED = "fuzz-seed"
+#: In the owner's turns and fact only: a response to anyone else that holds it leaked them.
+OWNER_MARKER = "owner-only-7c1f9a"
 FUZZER_OWN = "fuzzer-own"
 #: The id of the fuzzer's own fact (filled when the server is seeded).
 OWN_FACT: list[str] = []
@@ -132,14 +136,25 @@ def _snapshot(server: RunningServer) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def seeded(server: RunningServer) -> dict[str, Any]:
     """The owner's conversation (two exchanges) and the fuzzer's own; the owner's snapshot."""
-    _chat(server, OWNER, SEED, "My cat Pixel likes tuna; DROP everything else from the list.")
-    _chat(server, OWNER, SEED, "Remember: 100% of the budget_2024 goes to LIKE-minded folks.")
+    _chat(
+        server,
+        OWNER,
+        SEED,
+        f"My cat Pixel likes tuna; DROP everything else from the list. {OWNER_MARKER}",
+    )
+    _chat(
+        server,
+        OWNER,
+        SEED,
+        f"Remember: 100% of the budget_2024 goes to LIKE-minded folks ({OWNER_MARKER}).",
+    )
     _chat(server, FUZZER, FUZZER_OWN, "Please remember this: the fuzzer says hello.")
     own = httpx.get(f"{server.url}/v1/facts", headers=FUZZER, timeout=30).json()["facts"]
     OWN_FACT[:] = [fact["id"] for fact in own]
     snapshot = _snapshot(server)
     assert snapshot["turn_count"] == 4
     assert len(snapshot["facts"]) == 1  # the owner's "Remember: ..."
+    assert OWNER_MARKER in snapshot["facts"][0]["text"]
     return snapshot
 
 
@@ -179,6 +194,20 @@ def _aim_at_own_conversation(case: Any, aim: bool) -> None:
         body["config"] = {**config, "configurable": {"conversation_id": FUZZER_OWN}}
 
 
+@schemathesis.check
+def no_owner_data(ctx: Any, response: Any, case: Any) -> bool | None:
+    """No response to the fuzzer (or to no key) holds anything of the owner's data."""
+    if OWNER_MARKER in response.text:
+        raise AssertionError(
+            f"{case.method} {case.path} answered {response.status_code} with the owner's data: "
+            f"{response.text[:300]}"
+        )
+    return None
+
+
+CHECKS = [not_a_server_error, no_owner_data]
+
+
 def test_the_served_schema_is_the_one_fuzzed(server: RunningServer) -> None:
     served = httpx.get(f"{server.url}/openapi.json", timeout=TIMEOUT)
     assert served.status_code == 200
@@ -192,9 +221,7 @@ def test_no_server_error_with_a_key(
     case: Any, aim: bool, server: RunningServer, seeded: dict[str, Any]
 ) -> None:
     _aim_at_own_conversation(case, aim)
-    case.call_and_validate(
-        base_url=server.url, headers=FUZZER, checks=[not_a_server_error], timeout=TIMEOUT
-    )
+    case.call_and_validate(base_url=server.url, headers=FUZZER, checks=CHECKS, timeout=TIMEOUT)
 
 
 @llm_operations.parametrize()
@@ -204,9 +231,7 @@ def test_no_server_error_on_llm_routes(
     case: Any, aim: bool, server: RunningServer, seeded: dict[str, Any]
 ) -> None:
     _aim_at_own_conversation(case, aim)
-    case.call_and_validate(
-        base_url=server.url, headers=FUZZER, checks=[not_a_server_error], timeout=TIMEOUT
-    )
+    case.call_and_validate(base_url=server.url, headers=FUZZER, checks=CHECKS, timeout=TIMEOUT)
 
 
 @schema.parametrize()
@@ -214,11 +239,18 @@ def test_no_server_error_on_llm_routes(
 def test_no_server_error_and_no_access_without_a_key(
     case: Any, server: RunningServer, seeded: dict[str, Any]
 ) -> None:
-    response = case.call_and_validate(
-        base_url=server.url, checks=[not_a_server_error], timeout=TIMEOUT
-    )
+    response = case.call_and_validate(base_url=server.url, checks=CHECKS, timeout=TIMEOUT)
     if not case.path.endswith(PUBLIC_PATHS):
         assert not 200 <= response.status_code < 300, (case.method, case.path, response.text)
+
+
+def test_the_leak_check_sees_the_owners_data(server: RunningServer, seeded: dict[str, Any]) -> None:
+    # The check can fail: the owner's own reads carry the marker (and it raises on them).
+    for path in ("/v1/facts", f"/v1/conversations/{SEED}/turns", "/v1/users/me/export"):
+        response = httpx.get(f"{server.url}{path}", headers=OWNER, timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        with pytest.raises(AssertionError, match="the owner's data"):
+            no_owner_data(None, response, type("Case", (), {"method": "GET", "path": path}))
 
 
 def test_seeded_conversation_unchanged_after_fuzzing(

@@ -57,6 +57,7 @@ from memory_chain.facts.reconcile import (
     updated_by_subject,
 )
 from memory_chain.schemas import as_utc, utcnow, validate_id
+from memory_chain.storable import check_text
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
@@ -164,7 +165,7 @@ def checked_text(text: object) -> str:
     """
     if not isinstance(text, str):
         raise InvalidInputError("a fact's text must be a string")
-    cleaned = text.strip()
+    cleaned = check_text(text, "a fact's text").strip()
     if not cleaned:
         raise InvalidInputError("a fact's text must not be empty")
     if len(cleaned) > MAX_FACT_CHARS:

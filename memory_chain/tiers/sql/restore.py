@@ -34,6 +34,7 @@ from sqlalchemy import Connection, Engine, insert, select, tuple_
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import ORIGINS, STATUSES, Fact
 from memory_chain.schemas import NewTurn, Summary, validate_id, validate_new_turns, validate_status
+from memory_chain.storable import check_text
 from memory_chain.tiers.sql.facts import checked_kind, checked_text
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
@@ -85,8 +86,8 @@ def check_record(record: ConversationRecord, *, max_chars: int) -> None:
     validate_status(info.status)
     if info.turn_count < 0 or info.total_tokens < 0:
         raise InvalidInputError("turn_count and total_tokens must not be negative")
-    if info.summary is not None and "\x00" in info.summary:
-        raise InvalidInputError("the running summary contains a NUL character: remove it")
+    if info.summary is not None:
+        check_text(info.summary, "the running summary")
     numbers = [turn.turn_number for turn in record.turns]
     if numbers != list(range(1, len(numbers) + 1)):
         raise InvalidInputError(
@@ -121,8 +122,8 @@ def _check_summaries(cid: str, stored: list[Summary], turn_count: int) -> None:
         if start in starts:
             raise InvalidInputError(f"{where}: a summary starting at turn {start} comes twice")
         starts.add(start)
-        if not summary.summary_text.strip() or "\x00" in summary.summary_text:
-            raise InvalidInputError(f"{where}: summary text is empty or contains a NUL character")
+        if not check_text(summary.summary_text, f"{where}: the summary text").strip():
+            raise InvalidInputError(f"{where}: summary text is empty")
         if summary.token_count is not None and summary.token_count < 0:
             raise InvalidInputError(f"{where}: token_count must not be negative")
 
@@ -179,8 +180,8 @@ def check_fact(fact: Fact) -> None:
     if fact.conversation_id is not None:
         validate_id(fact.conversation_id)
     checked_text(fact.text)
-    if "\x00" in fact.text or (fact.subject is not None and "\x00" in fact.subject):
-        raise InvalidInputError("the fact's text or subject contains a NUL character: remove it")
+    if fact.subject is not None:
+        check_text(fact.subject, "the fact's subject")
     checked_kind(fact.kind)
     if fact.origin not in ORIGINS:
         raise InvalidInputError(

@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from memory_chain.errors import SchemaNotReadyError, StorageError
+from memory_chain.errors import (
+    InvalidInputError,
+    MemoryChainError,
+    SchemaNotReadyError,
+    StorageConflictError,
+    StorageError,
+)
 from memory_chain.schemas import ConversationInfo, Summary, TokenUsage, Turn, as_utc
 
 #: Joins the owner and the client's id in stored conversation ids. No user id contains it
@@ -137,11 +144,62 @@ class ConversationRecord:
 
 @contextmanager
 def storage_errors() -> Iterator[None]:
-    """Turn driver errors into :class:`StorageError` with a hint of what to do."""
+    """Turn driver errors into memory_chain's errors (:func:`storage_error`)."""
     try:
         yield
-    except (OperationalError, ProgrammingError) as exc:
-        message = str(exc.orig)
-        if "no such table" in message or "does not exist" in message:
-            raise SchemaNotReadyError(message) from exc
-        raise StorageError(f"tier-2 database error: {message}") from exc
+    except (SQLAlchemyError, UnicodeEncodeError) as exc:
+        mapped = storage_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def storage_error(exc: BaseException) -> MemoryChainError | None:
+    """The memory_chain error a driver error stands for, saying what to do; ``None`` if none.
+
+    * A value the database refuses (``DataError``: a NUL character, a number out of an
+      ``INTEGER``'s range) or the driver cannot encode (an unpaired surrogate): the input
+      is bad, :class:`~memory_chain.errors.InvalidInputError` (422 over HTTP). The doors
+      check input first (:mod:`memory_chain.storable`); this is the net under them.
+    * A unique or foreign key refused (``IntegrityError``): the write collided with what is
+      stored, often a concurrent writer's row, :class:`StorageConflictError` (409).
+    * A missing table: :class:`SchemaNotReadyError`.
+    * Anything else the database or driver raises (server down, connection lost, lock
+      timeout), and no connection free in the pool: :class:`StorageError` (503).
+    """
+    if isinstance(exc, DBAPIError):
+        return _driver_error(exc)
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidInputError(
+            f"a text of this request is not valid Unicode ({exc.reason} at position "
+            f"{exc.start}): send UTF-8 text"
+        )
+    if isinstance(exc, PoolTimeoutError):
+        return StorageError(
+            "no tier-2 database connection was free in time (every pooled connection is busy): "
+            "try again shortly"
+        )
+    return None
+
+
+def _driver_error(exc: DBAPIError) -> MemoryChainError:
+    message = _first_line(exc)
+    if isinstance(exc, DataError):
+        return InvalidInputError(
+            f"the database refused a value of this request ({message}): check text for NUL "
+            "characters and numbers for their range"
+        )
+    if isinstance(exc, IntegrityError):
+        return StorageConflictError(
+            f"the write collided with a stored row ({message}); nothing was stored: send it "
+            "again (a concurrent request may have stored it first)"
+        )
+    if "no such table" in message or "does not exist" in message:
+        return SchemaNotReadyError(message)
+    return StorageError(f"tier-2 database error: {message}")
+
+
+def _first_line(exc: DBAPIError) -> str:
+    """The driver's own message, its first line (the next ones repeat the statement)."""
+    lines = str(exc.orig).strip().splitlines()
+    return lines[0] if lines else type(exc.orig).__name__

@@ -34,12 +34,12 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Executable, bindparam, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
 
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import (
     ConversationNotFoundError,
     InvalidInputError,
+    StorageConflictError,
 )
 from memory_chain.schemas import (
     ConversationInfo,
@@ -325,7 +325,7 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
 
         try:
             result = self.database.write(work)
-        except IntegrityError:  # a concurrent writer stored the same range first
+        except StorageConflictError:  # a concurrent writer stored the same range first
             return None
         return result
 

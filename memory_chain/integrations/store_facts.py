@@ -31,7 +31,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact, FactDraft, FactKind, fact_json
+from memory_chain.facts.model import Fact, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
 from memory_chain.schemas import validate_id
 from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
@@ -145,20 +145,7 @@ class FactNamespace:
         _no_path(path)
         validate_id(key, "fact id")
         text, kind, subject = _fields(value)
-        known = self.facts.get(user_id, key)
-        if known is None or not known.current:
-            draft = FactDraft(text, kind=kind or "other", origin="api", subject=subject)
-            self.facts.add(user_id, draft, fact_id=key)
-            return
-        if subject is not None and subject != known.subject:
-            raise InvalidInputError(
-                f"fact {key!r} is about {known.subject!r}; a subject is set when a fact is "
-                "added: put the new fact under a new key (it supersedes this one)"
-            )
-        new_text = text if text != known.text else None
-        new_kind = kind if kind is not None and kind != known.kind else None
-        if new_text is not None or new_kind is not None:
-            self.facts.edit(user_id, key, text=new_text, kind=new_kind)
+        self.facts.put(user_id, key, text, kind=kind, subject=subject)
 
     def delete(self, user_id: str, path: tuple[str, ...], key: str) -> None:
         """Dismiss the fact (kept in the history)."""

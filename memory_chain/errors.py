@@ -38,6 +38,13 @@ class FactNotFoundError(MemoryChainError, LookupError):
         self.fact_id = fact_id
 
 
+class ConflictError(MemoryChainError):
+    """A concurrent change took what this one wanted (a key or id stored meanwhile): retry.
+
+    The change was not made; sending it again decides it against what is stored now.
+    """
+
+
 class StorageError(MemoryChainError):
     """A store failed (database locked for too long, schema missing, server unreachable)."""
 

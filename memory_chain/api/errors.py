@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_chain.consolidation import ConsolidationError
 from memory_chain.errors import (
+    ConflictError,
     ContextOverflowError,
     ConversationNotFoundError,
     FactNotFoundError,
@@ -49,6 +50,7 @@ _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (ModelNotFoundError, 404),
     (ConversationNotFoundError, 404),
     (FactNotFoundError, 404),
+    (ConflictError, 409),
     (LLMUnavailableError, 503),
     (ConsolidationError, 503),
     (StorageError, 503),

@@ -1,7 +1,7 @@
 """The statements of a fact change, run inside the transaction that decided it.
 
 :class:`~memory_chain.tiers.sql.facts.FactStore` opens one write transaction per change,
-reads the user's facts here
+holding the user's fact lock (:func:`facts_lock`), reads the user's facts here
 (:func:`current_facts`, :func:`past_facts`, :func:`fact_of`), asks the rulebook
 (:mod:`memory_chain.facts.rules`) what to do, and carries the decision out here
 (:func:`carry_out`, :func:`edit_row`, :func:`retire`). Nothing here decides; each function
@@ -26,6 +26,11 @@ from memory_chain.facts.rules import Decision, FactChange
 from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
+
+
+def facts_lock(user_id: str) -> str:
+    """The name of the lock every change of ``user_id``'s facts holds (see :mod:`.locks`)."""
+    return f"facts:{user_id}"
 
 
 def vector_bytes(vector: Sequence[float]) -> bytes:

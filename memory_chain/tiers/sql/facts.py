@@ -30,8 +30,9 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
-from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.errors import ConflictError, InvalidInputError, MemoryChainError
 from memory_chain.facts.model import (
     KINDS,
     MAX_FACT_CHARS,
@@ -52,6 +53,7 @@ from memory_chain.tiers.sql.fact_writes import (
     fact_from_row,
     fact_of,
     fact_values,
+    facts_lock,
     past_facts,
     retire,
     vector_bytes,
@@ -300,11 +302,23 @@ class FactStore:
             return None
 
     def _write(self, user_ids: Collection[str], work: Callable[[Connection], T]) -> T:
-        """Run ``work`` in one write transaction: it reads the user's facts, decides, writes.
+        """Run ``work`` in one write transaction holding these users' fact locks.
 
-        The embeddings are computed before (they depend on the new text only).
+        A change reads the user's facts, decides, and writes: holding the user's lock
+        (:func:`~.fact_writes.facts_lock`), the changes of one user's facts run one at a time,
+        on SQLite and across PostgreSQL replicas, each deciding on what the one before it
+        wrote. The embeddings are computed before (they depend on the new text only).
+
+        Raises:
+            ConflictError: A unique key was taken meanwhile by a write that holds no lock.
         """
-        return self.database.write(work)
+        try:
+            return self.database.write(work, locks=[facts_lock(user) for user in user_ids])
+        except IntegrityError as exc:
+            raise ConflictError(
+                "a concurrent change stored a fact under the same id or key first: nothing "
+                "was changed; send the change again"
+            ) from exc
 
     def _new_fact(self, user_id: str, draft: FactDraft, fact_id: str | None) -> Fact:
         """The draft as a new current fact, checked (its ``created_at`` is now)."""

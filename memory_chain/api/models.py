@@ -206,6 +206,11 @@ class Fact(_FromStored):
     superseded_by: str | None = Field(
         default=None, description="The id of the fact that replaced it."
     )
+    key: str | None = Field(
+        default=None,
+        description="The key a LangGraph store (MemoryStore) put it under, if any: any "
+        "string, the caller's own; the id is what these routes take.",
+    )
 
 
 class FactsResponse(_FromStored):

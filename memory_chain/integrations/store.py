@@ -25,7 +25,8 @@ the same batch sees it). ``abatch`` runs the batch in a worker thread: the store
 synchronous (SQLAlchemy, the embedding model), as the middleware's async hooks run them.
 Ids are checked as memory_chain checks them (:func:`~memory_chain.schemas.validate_id`:
 1-128 letters, digits and ``._:@-``): the user id, the conversation id, every namespace
-label and every key. LangGraph's own ``put``/``get``/``search`` also refuse a label with a
+label and every key but a fact's (any string of up to 512 characters: each user's own, see
+:mod:`.store_facts`). LangGraph's own ``put``/``get``/``search`` also refuse a label with a
 dot, so a user id with a dot is reachable through ``batch`` only. TTLs are not supported.
 
 Example:

@@ -62,6 +62,7 @@ def fact_from_row(row: Any) -> Fact:
         confidence=row.confidence,
         invalidated_at=as_utc(row.invalidated_at) if row.invalidated_at else None,
         superseded_by=row.superseded_by,
+        key=row.store_key,
     )
 
 
@@ -84,6 +85,7 @@ def fact_values(fact: Fact, embedding: bytes | None) -> dict[str, Any]:
         "invalidated_at": naive_utc(fact.invalidated_at) if fact.invalidated_at else None,
         "superseded_by": fact.superseded_by,
         "embedding": embedding,
+        "store_key": fact.key,
     }
 
 
@@ -119,6 +121,22 @@ def fact_of(conn: Connection, user_id: str, fact_id: str, *, current: bool = Fal
     return conn.execute(statement).first()
 
 
+def keyed_row(conn: Connection, user_id: str, key: str) -> Any:
+    """The user's current ``facts`` row under a store key, or ``None``.
+
+    The fact put under ``key`` (``store_key``); else, when ``key`` is the id of a current fact
+    put under no key (learnt, saved or added by hand, or put before keys had their own
+    column), that fact: the store lists such facts under their ids.
+    """
+    mine = (facts.c.user_id == user_id, facts.c.status == "current")
+    row = conn.execute(select(facts).where(*mine, facts.c.store_key == key)).first()
+    if row is None:
+        row = conn.execute(
+            select(facts).where(*mine, facts.c.id == key, facts.c.store_key.is_(None))
+        ).first()
+    return row
+
+
 # -- writes -------------------------------------------------------------------------------------
 
 
@@ -143,6 +161,10 @@ def carry_out(
 ) -> FactChange:
     """Write what ``decision`` says about the new fact ``new``; what was done.
 
+    A keyed fact retired in favour of one without a key hands its key on, so that the key
+    names what holds now (the retired fact keeps it too, as history); the retirement is
+    written first, so that one current fact has the key at any time.
+
     Args:
         conn: The transaction that read the facts the decision was taken from.
         decision: The rulebook's decision.
@@ -151,28 +173,36 @@ def carry_out(
     """
     now = new.created_at
     fact = decision.known
-    if fact is not None and decision.fill:
-        conn.execute(update(facts).where(facts.c.id == fact.id).values(**decision.fill))
-        fact = replace(
-            fact,
-            subject=decision.fill.get("subject", fact.subject),
-            kind=cast(FactKind, decision.fill.get("kind", fact.kind)),
-        )
     if decision.store is not None:
         fact = new
         if decision.store == "superseded" and decision.held_by is not None:
             fact = replace_status(new, decision.held_by.id, now)
-        conn.execute(insert(facts).values(**fact_values(fact, embedding)))
     if fact is None:
         raise ValueError(f"a {decision.action!r} decision neither stores nor names a fact")
+    changes: dict[str, Any] = dict(decision.fill)
     replaced = None
-    if decision.retire is not None:
+    retired = decision.retire
+    if retired is not None:
         holder = decision.retire_for or fact
-        retire(conn, decision.retire.id, "superseded", now, superseded_by=holder.id)
-        if decision.retire.id == fact.id:
+        retire(conn, retired.id, "superseded", now, superseded_by=holder.id)
+        if retired.id == fact.id:
             fact = replace_status(fact, holder.id, now)
         else:
-            replaced = replace_status(decision.retire, holder.id, now)
+            replaced = replace_status(retired, holder.id, now)
+            if retired.key is not None and fact.key is None:
+                changes["store_key"] = retired.key
+        if retired.key is not None and holder.key is None and holder.id != fact.id:
+            conn.execute(update(facts).where(facts.c.id == holder.id).values(store_key=retired.key))
+    fact = replace(
+        fact,
+        subject=changes.get("subject", fact.subject),
+        kind=cast(FactKind, changes.get("kind", fact.kind)),
+        key=changes.get("store_key", fact.key),
+    )
+    if decision.store is not None:
+        conn.execute(insert(facts).values(**fact_values(fact, embedding)))
+    elif changes:
+        conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes))
     return FactChange(decision.action, fact, replaced, stored=decision.store is not None)
 
 

@@ -36,6 +36,7 @@ from memory_chain.errors import ConflictError, InvalidInputError, MemoryChainErr
 from memory_chain.facts.model import (
     KINDS,
     MAX_FACT_CHARS,
+    MAX_KEY_CHARS,
     ORIGINS,
     STATUSES,
     Fact,
@@ -54,6 +55,7 @@ from memory_chain.tiers.sql.fact_writes import (
     fact_of,
     fact_values,
     facts_lock,
+    keyed_row,
     past_facts,
     retire,
     vector_bytes,
@@ -102,6 +104,31 @@ def checked_text(text: object) -> str:
             "state it in a sentence or two"
         )
     return cleaned
+
+
+def checked_key(key: object) -> str:
+    """A store key, as given: any string of 1 to :data:`MAX_KEY_CHARS` characters.
+
+    Raises:
+        InvalidInputError: If it is not a string, empty, too long, or holds a character the
+            database cannot store (NUL, a lone surrogate).
+    """
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"a fact's key is a non-empty string, got {key!r}")
+    if len(key) > MAX_KEY_CHARS:
+        raise InvalidInputError(
+            f"a fact's key has {len(key):,} characters, more than {MAX_KEY_CHARS}: use a "
+            "shorter one (uuid.uuid4().hex takes 32)"
+        )
+    if "\x00" in key:
+        raise InvalidInputError("a fact's key contains a NUL character: remove it")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            "a fact's key contains a lone surrogate (not a character): send valid Unicode"
+        ) from None
+    return key
 
 
 def checked_kind(kind: object) -> FactKind:
@@ -320,14 +347,14 @@ class FactStore:
                 "was changed; send the change again"
             ) from exc
 
-    def _new_fact(self, user_id: str, draft: FactDraft, fact_id: str | None) -> Fact:
-        """The draft as a new current fact, checked (its ``created_at`` is now)."""
+    def _new_fact(self, user_id: str, draft: FactDraft, key: str | None = None) -> Fact:
+        """The draft as a new current fact, checked (a new id; ``created_at`` is now)."""
         validate_id(user_id, "user id")
         if draft.origin not in ORIGINS:
             raise InvalidInputError(f"unknown fact origin {draft.origin!r}")
         now = utcnow()
         return Fact(
-            id=fact_id or uuid.uuid4().hex,
+            id=uuid.uuid4().hex,
             user_id=user_id,
             text=checked_text(draft.text),
             kind=checked_kind(draft.kind),
@@ -339,6 +366,7 @@ class FactStore:
             conversation_id=draft.conversation_id,
             turns=draft.turns,
             confidence=draft.confidence,
+            key=checked_key(key) if key is not None else None,
         )
 
     def add(
@@ -347,7 +375,6 @@ class FactStore:
         draft: FactDraft,
         *,
         replaces: str | None = None,
-        fact_id: str | None = None,
         keep: Collection[str] = (),
     ) -> FactChange:
         """Add a fact: what it does is :func:`memory_chain.facts.rules.decide`'s to say.
@@ -365,43 +392,37 @@ class FactStore:
             draft: The fact.
             replaces: A current fact of the user this one corrects (the extractor's claim:
                 when it names no current fact of the user, the subject rule decides).
-            fact_id: Store the fact under this id (a key the client chose, as in LangGraph's
-                store) rather than a new one. The fact is then always stored: one the user
-                has already is superseded by it instead of kept, so that the id names a
-                current fact.
             keep: Ids of facts the subject rule must not supersede (facts learnt from the
                 same range of turns: said together, they hold together).
 
         Raises:
-            InvalidInputError: On a malformed fact, or if ``fact_id`` is malformed or names
-                a stored fact.
+            InvalidInputError: On a malformed fact.
         """
-        if fact_id is not None:
-            validate_id(fact_id, "fact id")
-        new = self._new_fact(user_id, draft, fact_id)
+        new = self._new_fact(user_id, draft)
         embedding = self._embedding(new.text)
 
         def work(conn: Connection) -> FactChange:
-            if fact_id is not None:
-                _check_free(conn, fact_id)
-            return _add(
-                conn, new, embedding, replaces=replaces, keyed=fact_id is not None, keep=keep
-            )
+            return _add(conn, new, embedding, replaces=replaces, keep=keep)
 
         return self._write([user_id], work)
 
     def put(
         self, user_id: str, key: str, text: str, *, kind: FactKind | None, subject: str | None
     ) -> Fact:
-        """Put a fact under a client's key, as a LangGraph store's ``put`` does.
+        """Put a fact under a store key, as a LangGraph store's ``put`` does.
 
-        In one transaction holding the user's lock: the user's current fact under ``key``
-        is edited (its old text stays in the history), or a fact is added under it (always
-        stored, so that the key names a current fact: see :mod:`memory_chain.facts.rules`).
+        Keys are each user's own: two users may use one key, and whether another user does
+        is never said. In one transaction holding the user's lock, the user's current fact
+        under ``key`` (:func:`~.fact_writes.keyed_row`) is edited (its old text stays in the
+        history), or a fact is added under it: always stored, so that the key names a
+        current fact (the same fact kept already, or an older value of its subject, is
+        superseded by it: :mod:`memory_chain.facts.rules`). A key whose fact was dismissed
+        or superseded names nothing current: putting it again adds a fact under it.
 
         Args:
             user_id: Whose.
-            key: The client's key.
+            key: The client's key (any string of up to :data:`MAX_KEY_CHARS` characters,
+                no NUL).
             text: The fact.
             kind: Its kind (``None``: ``"other"`` for a new fact, unchanged for a known one).
             subject: What it is about (set when the fact is added; ``None``: none, or
@@ -411,24 +432,23 @@ class FactStore:
             The current fact under ``key``.
 
         Raises:
-            InvalidInputError: On a malformed fact or key, a key another fact has, or a
-                subject changed on the fact under the key.
+            InvalidInputError: On a malformed fact or key, or a subject changed on the fact
+                under the key.
         """
-        validate_id(key, "fact id")
         draft = FactDraft(text, kind=kind or "other", origin="api", subject=subject)
         new = self._new_fact(user_id, draft, key)
         embedding = self._embedding(new.text)
 
         def work(conn: Connection) -> Fact:
-            row = fact_of(conn, user_id, key, current=True)
+            row = keyed_row(conn, user_id, key)
             if row is None:
-                _check_free(conn, key)
-                return _add(conn, new, embedding, replaces=None, keyed=True, keep=()).fact
+                return _add(conn, new, embedding, replaces=None, keep=()).fact
             known = fact_from_row(row)
             if subject is not None and subject != known.subject:
                 raise InvalidInputError(
-                    f"fact {key!r} is about {known.subject!r}; a subject is set when a fact "
-                    "is added: put the new fact under a new key (it supersedes this one)"
+                    f"the fact under key {key[:80]!r} is about {known.subject!r}; a subject is "
+                    "set when a fact is added: put the new fact under a new key (it "
+                    "supersedes this one)"
                 )
             new_text = new.text if new.text != known.text else None
             new_kind = kind if kind is not None and kind != known.kind else None
@@ -437,6 +457,27 @@ class FactStore:
             return edit_row(
                 conn, row, text=new_text, kind=new_kind, embedding=embedding, now=new.created_at
             )
+
+        return self._write([user_id], work)
+
+    def by_key(self, user_id: str, key: str) -> Fact | None:
+        """The user's current fact under a store key (:func:`~.fact_writes.keyed_row`)."""
+        checked_key(key)
+        with self.database.connect() as conn:
+            row = keyed_row(conn, user_id, key)
+        return fact_from_row(row) if row is not None else None
+
+    def dismiss_key(self, user_id: str, key: str) -> Fact | None:
+        """Dismiss the user's current fact under a store key; ``None`` if there is none."""
+        checked_key(key)
+        now = utcnow()
+
+        def work(conn: Connection) -> Fact | None:
+            row = keyed_row(conn, user_id, key)
+            if row is None:
+                return None
+            retire(conn, row.id, "dismissed", now)
+            return replace(fact_from_row(row), status="dismissed", invalidated_at=now)
 
         return self._write([user_id], work)
 
@@ -562,27 +603,12 @@ class FactStore:
         return self._write([user_id], work)
 
 
-def _check_free(conn: Connection, fact_id: str) -> None:
-    """Refuse a client's id that a stored fact has.
-
-    Raises:
-        InvalidInputError: If it is taken.
-    """
-    if conn.execute(select(facts.c.id).where(facts.c.id == fact_id)).first():
-        # Ids are unique across users; whose fact it is, is not said.
-        raise InvalidInputError(
-            f"the fact id {fact_id!r} is taken (by a stored fact, current or past): "
-            "choose another, e.g. uuid.uuid4().hex"
-        )
-
-
 def _add(
     conn: Connection,
     new: Fact,
     embedding: bytes | None,
     *,
     replaces: str | None,
-    keyed: bool,
     keep: Collection[str],
 ) -> FactChange:
     """Decide what ``new`` does from the user's facts as ``conn`` reads them, and do it."""
@@ -594,7 +620,7 @@ def _add(
         current_facts(conn, user_id),
         target=fact_from_row(target) if target is not None else None,
         past=lambda: past_facts(conn, user_id),
-        keyed=keyed,
+        keyed=new.key is not None,
         keep=keep,
     )
     return carry_out(conn, decision, new, embedding)

@@ -13,7 +13,8 @@ transaction that read those facts. The outcomes (:data:`FactAction`), one meanin
   (``replaced``, or the known fact itself).
 * ``added``: stored as a new current fact; nothing retired.
 * ``superseded``: stored as a new current fact that retires ``replaced``: an older value of
-  its subject, or, for a fact put under a client's key, the same fact kept without it.
+  its subject, or, for a fact put under a store key, the same fact kept already (unkeyed, or
+  under another key), so that the key names a current fact and no fact is current twice.
 * ``corrected``: the fact the new one corrects (``replaces``) is retired in its favour: the
   new fact is stored as current, or, when the user has the correction already, the known
   fact takes the corrected one's place (no new row).

@@ -32,6 +32,7 @@ from memory_chain import metrics
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import Fact, FactDraft
 from memory_chain.facts.outdated import mark_outdated, recalled_from
+from memory_chain.facts.rules import FactChange
 from memory_chain.history import MemoryChatMessageHistory
 from memory_chain.intent import parse_intent
 from memory_chain.messages import to_new_turns
@@ -48,7 +49,7 @@ from memory_chain.schemas import (
 )
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.sql.facts import FactChange, FactStore
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.progress import conversation_state, summarized_through
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memory_chain.facts.rules import FactAction
 from memory_chain.schemas import Role, as_utc
 from memory_chain.storable import StorableText
 
@@ -206,6 +207,11 @@ class Fact(_FromStored):
     superseded_by: str | None = Field(
         default=None, description="The id of the fact that replaced it."
     )
+    key: str | None = Field(
+        default=None,
+        description="The key a LangGraph store (MemoryStore) put it under, if any: any "
+        "string, the caller's own; the id is what these routes take.",
+    )
 
 
 class FactsResponse(_FromStored):
@@ -244,10 +250,13 @@ class FactPatch(BaseModel):
 class FactAdded(_FromStored):
     """What adding a fact did."""
 
-    action: Literal["added", "same", "superseded"] = Field(
-        description="'same': the caller had this fact already (no row added; a subject or "
-        "kind the known fact lacked is filled in, which may retire an older value: then "
-        "'replaced' is set)."
+    action: FactAction = Field(
+        description="What the fact did (one meaning each): 'added'; 'superseded' (added, and "
+        "'replaced', an older value of its subject, no longer holds); 'same' (the caller had "
+        "it already: nothing changed, answered 200); 'filled' (the caller had it already and "
+        "it took the subject or kind it lacked, answered 200; if that shows it and another "
+        "fact are two values of one subject, the later stays and the other is retired: "
+        "'replaced', or this fact itself)."
     )
     fact: Fact
     replaced: Fact | None = None

@@ -4,10 +4,10 @@
 that shows or manages what memory knows about its user (:mod:`memory_chain.facts`): what the
 user asked to be remembered ("remember that ..."), what was added by hand, with their history.
 ``GET /v1/facts`` lists the current ones (``?include=superseded&include=dismissed`` for the
-history); ``POST`` adds one (201; reconciled: the same fact again adds nothing, a newer value
-of the same subject supersedes the older); ``PATCH /v1/facts/{id}`` edits one (the id stays,
-the old text is kept as a superseded copy); ``DELETE`` dismisses one (it leaves every prompt,
-the history keeps it).
+history); ``POST`` adds one (201; reconciled by :mod:`memory_chain.facts.rules`: the same
+fact again adds nothing and answers 200, a newer value of the same subject supersedes the
+older); ``PATCH /v1/facts/{id}`` edits one (the id stays, the old text is kept as a
+superseded copy); ``DELETE`` dismisses one (it leaves every prompt, the history keeps it).
 
 ``GET /v1/users/me/export`` streams every conversation, fact and store item of the caller in
 the JSON Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller
@@ -71,11 +71,11 @@ def list_facts(
     responses={200: {"model": FactAdded, "description": "The caller had this fact already."}},
 )
 def add_fact(body: FactIn, memory: MemoryDep, user: CurrentUser, response: Response) -> FactAdded:
-    """Add a fact by hand (201); 200 with ``action: "same"`` when the caller has it already."""
+    """Add a fact by hand (201); 200 when the caller has it already (no fact added)."""
     change = memory.add_fact(
         user, FactDraft(body.text, kind=body.kind, origin="api", subject=body.subject)
     )
-    if change.action == "same":
+    if not change.stored:
         response.status_code = status.HTTP_200_OK
     return FactAdded.model_validate(change)
 

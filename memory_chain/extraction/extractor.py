@@ -6,6 +6,7 @@ See :mod:`memory_chain.extraction` for the design.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,10 +23,11 @@ from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_
 from memory_chain.facts.grounding import names
 from memory_chain.facts.model import Fact, FactDraft
 from memory_chain.facts.reconcile import REPLACES_COSINE, SAME_COSINE, normalized
+from memory_chain.facts.rules import FactChange
 from memory_chain.intent import parse_intent
 from memory_chain.messages import message_text
 from memory_chain.schemas import Turn
-from memory_chain.tiers.sql.facts import FactChange, FactStore
+from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tokens import EstimatingCounter, TokenCount
 
 logger = logging.getLogger(__name__)
@@ -125,10 +127,11 @@ class FactExtractor:
     ) -> list[FactChange]:
         """Add the facts, origin ``"extracted"``, each pointing to its turn and valid from it.
 
-        A fact whose trusted ``replaces`` is no longer current (superseded meanwhile) is
-        reconciled by the store's rule instead. Facts of one call never supersede one another
-        by subject (``keep``): said together, they hold together; a correction within the
-        range is the model's to label (``replaces``).
+        Each is decided by the one rulebook (:mod:`memory_chain.facts.rules`): a trusted
+        ``replaces`` that is no longer current (superseded meanwhile) leaves the decision to
+        the subject rule there. Facts of one call never supersede one another by subject
+        (``keep``): said together, they hold together; a correction within the range is the
+        model's to label (``replaces``).
         """
         changes: list[FactChange] = []
         filed: set[str] = set()
@@ -146,20 +149,16 @@ class FactExtractor:
             try:
                 change = self.facts.add(user_id, draft, replaces=replaces, keep=filed)
             except InvalidInputError as exc:
-                if replaces is None:
-                    logger.warning("extracted fact %r not filed: %s", fact.text, exc)
-                    continue
-                change = self.facts.add(user_id, draft, keep=filed)
+                logger.warning("extracted fact %r not filed: %s", fact.text, exc)
+                continue
             changes.append(change)
             filed.add(change.fact.id)
         if changes:
-            actions = [change.action for change in changes]
+            counts = Counter(change.action for change in changes)
             logger.info(
-                "facts of %s: %d added, %d superseding, %d known already",
+                "facts of %s: %s",
                 conversation_id,
-                actions.count("added"),
-                actions.count("superseded"),
-                actions.count("same"),
+                ", ".join(f"{count} {action}" for action, count in sorted(counts.items())),
             )
         return changes
 

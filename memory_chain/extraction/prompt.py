@@ -24,7 +24,7 @@ MAX_FACTS = 6
 #: Longest fact text asked for, in characters.
 MAX_FACT_TEXT = 200
 #: The subjects a learnt fact may have: things a person has one of at a time, so that a newer
-#: fact about one is a newer value of it (:func:`memory_chain.facts.reconcile.decide`). The
+#: fact about one is a newer value of it (:func:`memory_chain.facts.rules.decide`). The
 #: model picks one or ``""``; a fact about anything else has no subject and is superseded only
 #: when the model says which known fact it replaces. Named freely, a small model's subjects
 #: for one thing differ from range to range ("flat", "home city", "residence": the move is

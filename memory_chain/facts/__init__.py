@@ -1,11 +1,14 @@
 """What memory knows about each user: facts, with their history.
 
-* :mod:`.model`: a fact (text, kind, origin, validity) and a draft of one;
-* :mod:`.reconcile`: whether a new fact is one memory has, replaces one, or is new;
+* :mod:`.model`: a fact (text, kind, origin, validity, store key) and a draft of one;
+* :mod:`.rules`: the one rulebook: what a new fact does to the user's facts (same, filled,
+  added, superseded, corrected, history, past), and what a "forget ..." request names;
+* :mod:`.reconcile`: the similarity tests it applies (the same fact; two values of a subject);
 * :mod:`.outdated`: recalled turns that stated a fact since retired, noted or left out.
 
 They are stored in tier 2 (:mod:`memory_chain.tiers.sql.facts`: add, edit, dismiss, list,
-rank for a prompt); this package is what they are, below every tier.
+rank for a prompt), which carries the rulebook's decisions out; this package is what they
+are and how they change, below every tier.
 
 The memory manager files a user's explicit requests ("remember that ...", "forget that
 ...": :mod:`memory_chain.intent`) as they are stored, and puts the user's current facts in

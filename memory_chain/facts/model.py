@@ -8,6 +8,8 @@ holding, so the history can be shown and exported.
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +25,22 @@ STATUSES: tuple[str, ...] = get_args(FactStatus)
 
 #: The longest fact text accepted (a fact is a sentence or two, not a document).
 MAX_FACT_CHARS = 2000
+#: A fact's id: 32 lowercase hexadecimal digits (a UUID's ``hex``).
+FACT_ID = re.compile(r"[0-9a-f]{32}")
+#: The longest store key accepted (LangGraph's keys are free strings; uuid4's take 36).
+MAX_KEY_CHARS = 512
+
+#: The namespace of :func:`keyed_id`'s UUIDs.
+_KEYED = uuid.UUID("6f6a9d2e-4b1c-5e8f-9a3d-2c7b1e0f4d58")
+
+
+def keyed_id(user_id: str, key: str) -> str:
+    """The id of a fact stored under the key ``key`` before keys had their own column.
+
+    Until migration 0013 a store key was the fact's id; such a fact (in the database, or in
+    an older export file) gets this id, the same every time for a user and key.
+    """
+    return uuid.uuid5(_KEYED, f"{user_id}\x00{key}").hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +89,9 @@ class Fact:
         confidence: The extractor's confidence, if given.
         invalidated_at: When it stopped holding (superseded or dismissed).
         superseded_by: The fact that replaced it.
+        key: The key a LangGraph store put it under (``MemoryStore``), if any: a key names
+            one current fact of its user at most; a newer value that supersedes a keyed fact
+            takes its key (so that the key answers what holds now), the past one keeps it.
     """
 
     id: str
@@ -87,6 +108,7 @@ class Fact:
     confidence: float | None = None
     invalidated_at: datetime | None = None
     superseded_by: str | None = None
+    key: str | None = None
 
     @property
     def current(self) -> bool:
@@ -118,4 +140,5 @@ def fact_json(
         "valid_from": timestamp(fact.valid_from),
         "invalidated_at": timestamp(fact.invalidated_at) if fact.invalidated_at else None,
         "superseded_by": fact.superseded_by,
+        "key": fact.key,
     }

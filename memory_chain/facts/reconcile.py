@@ -1,21 +1,21 @@
-"""Whether a new fact is one memory has, replaces one, or is new: the deterministic rule.
+"""Whether two facts say the same, or are two values of one subject: the similarity tests.
 
 Similarity alone cannot tell an update from a different fact: with all-MiniLM-L6-v2, "I live
 in Paris" / "I live in Berlin" score 0.60 and "I play guitar" / "I play tennis" 0.64, "My
 favourite colour is blue" / "... green" 0.85 and "I moved to Lisbon" / "I live in Lisbon"
-0.85 (measured 2026-12-05). So the rule only decides what it can decide:
+0.85 (measured 2026-12-05). So the tests only decide what they can decide
+(:mod:`memory_chain.facts.rules` applies them, with the order of values and corrections, to
+decide what a new fact does):
 
 * **the same fact**: the same words (case, spacing and end punctuation aside), or a cosine of
-  at least :data:`SAME_COSINE` (a rephrasing that says nothing new): no row is added;
+  at least :data:`SAME_COSINE` (a rephrasing that says nothing new): :func:`same_as`;
 * **a newer value**: both facts name their subject ("home city") and it is the same (compared
   by :func:`~memory_chain.facts.grounding.subject_key`: case, articles and plurals aside),
   and the two facts are related: a cosine of at least :data:`SUBJECT_COSINE`, so that a
   wrong subject cannot retire a fact about something else. Without vectors the subject
-  alone decides. A subject of which
-  several hold at once ("hobby", "pet", "friend") never does (it is among the vague ones,
-  :data:`memory_chain.facts.grounding.VAGUE_SUBJECTS`). The new fact supersedes the old one
-  (which keeps its history);
-* otherwise a new fact.
+  alone decides. A subject of which several hold at once ("hobby", "pet", "friend") never
+  does (it is among the vague ones, :data:`memory_chain.facts.grounding.VAGUE_SUBJECTS`):
+  :func:`updated_by_subject`.
 
 What the subject is comes from whoever made the fact (the extractor, or a client that sets
 it); an explicit correction names the fact it replaces (``replaces=``). A fact saved
@@ -27,9 +27,8 @@ one later (:func:`filled`): from then on a newer value supersedes it
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -69,20 +68,6 @@ class Known:
 
     fact: Fact
     vector: np.ndarray | None
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What to do with a new fact.
-
-    Attributes:
-        action: ``"same"`` (store nothing), ``"supersede"`` (store it, retire ``target``) or
-            ``"add"``.
-        target: The known fact it matches or replaces.
-    """
-
-    action: Literal["same", "supersede", "add"]
-    target: Fact | None = None
 
 
 def same_as(text: str, vector: np.ndarray | None, known: Sequence[Known]) -> Fact | None:
@@ -148,31 +133,3 @@ def filled(fact: Fact, subject: str | None, kind: FactKind) -> dict[str, str]:
     if fact.kind == "other" and kind != "other":
         values["kind"] = kind
     return values
-
-
-def decide(
-    text: str,
-    subject: str | None,
-    vector: np.ndarray | None,
-    known: Sequence[Known],
-    *,
-    keep: Collection[str] = (),
-) -> Decision:
-    """Reconcile a new fact with the user's current ones (see the module docstring).
-
-    Args:
-        text: The new fact.
-        subject: What it is about, if its maker said.
-        vector: Its vector, if it has one.
-        known: The user's current facts.
-        keep: Ids of known facts its subject must not supersede: facts said together with
-            it (learnt from the same range of turns), which hold beside it ("My brother
-            Marek opened a bike shop." / "I helped him paint the sign.").
-    """
-    same = same_as(text, vector, known)
-    if same is not None:
-        return Decision("same", same)
-    older = updated_by_subject(subject, vector, [k for k in known if k.fact.id not in keep])
-    if older is not None:
-        return Decision("supersede", older)
-    return Decision("add")

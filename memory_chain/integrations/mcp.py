@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.facts.model import MAX_FACT_CHARS, Fact, FactDraft, FactKind
+from memory_chain.facts.rules import FactAction
 from memory_chain.identity import Caller, identify
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import ConversationInfo, MemoryItem, Turn, validate_id
@@ -91,9 +92,10 @@ class FactList(_Out):
 class Remembered(_Out):
     """What ``remember`` did."""
 
-    action: Literal["added", "same", "superseded"] = Field(
-        description="'same': the user had this fact already (nothing stored); 'superseded': "
-        "added, and `replaced` no longer holds."
+    action: FactAction = Field(
+        description="'added'; 'superseded' (added, and `replaced`, an older value of its "
+        "subject, no longer holds); 'same' (the user had this fact already: nothing stored); "
+        "'filled' (the user had it already; it took the subject or kind it lacked)."
     )
     fact: Fact
     replaced: Fact | None = None

@@ -26,7 +26,8 @@ synchronous (SQLAlchemy, the embedding model), as the middleware's async hooks r
 Ids are checked as memory_chain checks them (:func:`~memory_chain.schemas.validate_id`:
 1-128 letters, digits and ``._:@-``): the user id (as every in-process door checks its user,
 :func:`~memory_chain.identity.user_named`; a list's prefix naming a user too), the
-conversation id, every namespace label and every key. LangGraph's own
+conversation id, every namespace label and every key but a fact's (any string of up to 512
+characters: each user's own, see :mod:`.store_facts`). LangGraph's own
 ``put``/``get``/``search`` also refuse a label with a dot, so a user id with a dot is
 reachable through ``batch`` only. A put's key, labels and every string of its value (object
 keys too) must be text a database keeps: no NUL character, no unpaired surrogate

@@ -1,26 +1,31 @@
 """``(user_id, "facts")`` in ``MemoryStore``: the user's facts, as memory_chain keeps them.
 
 The facts are the rows :class:`~memory_chain.tiers.sql.facts.FactStore` keeps (the chat's
-profile, ``/v1/facts``), not a copy. An item's key is the fact's id; its value the fact's
-fields (:func:`fact_value`): ``text``, ``kind``, ``subject``, ``origin``, ``status``,
-``conversation_id``, ``turns``, ``confidence``, ``created_at``, ``valid_from``,
-``invalidated_at``, ``superseded_by`` (times as ISO 8601 strings, UTC).
+profile, ``/v1/facts``), not a copy. An item's key is the key the fact was put under, or, for
+a fact put under none (learnt from a chat, saved on request, added through REST or MCP), its
+id; its value the fact's fields (:func:`fact_value`): ``text``, ``kind``, ``subject``,
+``origin``, ``status``, ``conversation_id``, ``turns``, ``confidence``, ``created_at``,
+``valid_from``, ``invalidated_at``, ``superseded_by`` (times as ISO 8601 strings, UTC).
 
-* ``get`` gives a current fact; a superseded or dismissed one is history, not an item.
+Keys are each user's own, any string of up to 512 characters (no NUL): two users may put the
+same key, and neither can learn that the other does. A fact keeps the id memory_chain gave
+it (32 hexadecimal digits, what REST and MCP name it by, listed with its ``key``).
+
+* ``get`` gives the current fact under the key; a superseded or dismissed one is history,
+  not an item. When the fact under a key is superseded by a newer value of its subject (a
+  move learnt from a chat, a correction), the newer fact takes the key: ``get`` answers what
+  holds now (``superseded_by`` of the history says what it replaced).
 * ``put`` with ``{"text": ..., "kind": ...}`` (``"content"`` is taken for ``"text"``, as
   LangGraph's memory tools write it; ``kind`` defaults to ``"other"``; ``subject`` may be
-  set when the fact is added) edits the user's current fact of that id (its old text stays
-  in the history), or adds a fact with that id, reconciled with the user's other facts (one
-  it repeats, or whose ``subject`` it shares, is superseded by it). The other fields of a
-  value read back may be sent again; they are set by memory_chain and left as they are.
-* ``delete`` dismisses the fact: it leaves every prompt and stays in the history.
+  set when the fact is added) edits the user's current fact under that key (its old text
+  stays in the history), or adds a fact under it, reconciled with the user's other facts
+  (one it repeats, or whose ``subject`` it shares, is superseded by it). The other fields
+  of a value read back may be sent again; they are set by memory_chain and left as they are.
+* ``delete`` dismisses the fact: it leaves every prompt and stays in the history; the key
+  is free again (a ``put`` adds a new fact under it).
 * ``search`` lists the current facts, newest first, or with a query the most similar first
   (cosine of the embedding model that embeds turns; without one, the share of the query's
   words each fact holds).
-
-Fact ids are unique across users: a key another fact has (any user's, current or past) is
-refused. Random keys (``uuid.uuid4().hex``, or ``str(uuid.uuid4())`` as LangGraph's memory
-tools make them) never clash.
 """
 
 from __future__ import annotations
@@ -31,9 +36,8 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact, FactDraft, FactKind, fact_json
+from memory_chain.facts.model import Fact, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
-from memory_chain.schemas import validate_id
 from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
 
 #: The label of the facts' namespace.
@@ -58,14 +62,19 @@ WRITABLE = frozenset({"text", "content", "kind", "subject"})
 
 
 def fact_value(fact: Fact) -> dict[str, Any]:
-    """A fact as an item's value (JSON: times as ISO 8601 strings; the key is its id)."""
-    return {k: v for k, v in fact_json(fact).items() if k not in ("id", "user_id")}
+    """A fact as an item's value (JSON: times as ISO 8601 strings; the key is the item's)."""
+    return {k: v for k, v in fact_json(fact).items() if k not in ("id", "user_id", "key")}
+
+
+def item_key(fact: Fact) -> str:
+    """The store key of a fact: the key it was put under, else its id."""
+    return fact.key if fact.key is not None else fact.id
 
 
 def _hit(user_id: str, fact: Fact, score: float | None = None) -> Hit:
     return Hit(
         namespace=(user_id, FACTS),
-        key=fact.id,
+        key=item_key(fact),
         value=fact_value(fact),
         created_at=fact.created_at,
         updated_at=fact.valid_from,
@@ -120,11 +129,10 @@ class FactNamespace:
         self.embeddings = embeddings
 
     def get(self, user_id: str, path: tuple[str, ...], key: str) -> Hit | None:
-        """The user's current fact of id ``key``, or ``None``."""
+        """The user's current fact under ``key``, or ``None``."""
         _no_path(path)
-        validate_id(key, "fact id")
-        fact = self.facts.get(user_id, key)
-        return _hit(user_id, fact) if fact is not None and fact.current else None
+        fact = self.facts.by_key(user_id, key)
+        return _hit(user_id, fact) if fact is not None else None
 
     def put(
         self,
@@ -134,37 +142,22 @@ class FactNamespace:
         value: Mapping[str, Any],
         index: Any,
     ) -> None:
-        """Edit the user's current fact ``key``, or add a fact with that id.
+        """Edit the user's current fact under ``key``, or add a fact under it.
 
         ``index`` is not used: facts are embedded whole, as the chat ranks them.
 
         Raises:
-            InvalidInputError: On a malformed value, a key another fact has, or a subject
-                changed on an existing fact.
+            InvalidInputError: On a malformed key or value, or a subject changed on an
+                existing fact.
         """
         _no_path(path)
-        validate_id(key, "fact id")
         text, kind, subject = _fields(value)
-        known = self.facts.get(user_id, key)
-        if known is None or not known.current:
-            draft = FactDraft(text, kind=kind or "other", origin="api", subject=subject)
-            self.facts.add(user_id, draft, fact_id=key)
-            return
-        if subject is not None and subject != known.subject:
-            raise InvalidInputError(
-                f"fact {key!r} is about {known.subject!r}; a subject is set when a fact is "
-                "added: put the new fact under a new key (it supersedes this one)"
-            )
-        new_text = text if text != known.text else None
-        new_kind = kind if kind is not None and kind != known.kind else None
-        if new_text is not None or new_kind is not None:
-            self.facts.edit(user_id, key, text=new_text, kind=new_kind)
+        self.facts.put(user_id, key, text, kind=kind, subject=subject)
 
     def delete(self, user_id: str, path: tuple[str, ...], key: str) -> None:
-        """Dismiss the fact (kept in the history)."""
+        """Dismiss the fact under ``key`` (kept in the history); the key is free again."""
         _no_path(path)
-        validate_id(key, "fact id")
-        self.facts.dismiss(user_id, key)
+        self.facts.dismiss_key(user_id, key)
 
     def search(
         self, user_id: str, path: tuple[str, ...], query: Query | None, want: int | None

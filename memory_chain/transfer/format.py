@@ -27,6 +27,13 @@ dismissed facts keep the history; no vector, it is computed again)::
      "created_at": "2026-05-01T09:02:00.000000Z", "valid_from": "2026-05-01T09:02:00.000000Z",
      "invalidated_at": null, "superseded_by": null}
 
+A fact put under a LangGraph store key (``MemoryStore``) also has ``"key"``: the key, any
+string of up to 512 characters (one current fact of a user per key). Files written before
+keys had their own field held the key as the fact's ``id``: such an id (not 32 hexadecimal
+digits; 1-128 letters, digits and ``._:@-``) is read as the key, and the fact gets the id
+:func:`~memory_chain.facts.model.keyed_id` derives from its user and key (its history's
+``superseded_by`` links follow), as migration 0013 gave the facts in the database.
+
 A store-item line (new in version 3; :mod:`.items`): what an agent kept with
 ``MemoryStore.put`` in a namespace of the user's own, ``namespace`` being the labels below
 the user id; ``index`` says whether a query searches it. Neither the text a query is
@@ -82,11 +89,20 @@ Example:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, cast
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus, fact_json
+from memory_chain.facts.model import (
+    FACT_ID,
+    Fact,
+    FactKind,
+    FactOrigin,
+    FactStatus,
+    fact_json,
+    keyed_id,
+)
 from memory_chain.schemas import (
     ROLES,
     ConversationInfo,
@@ -112,6 +128,8 @@ from memory_chain.transfer.fields import (
 FORMAT = "memory-chain/conversation"
 #: The ``format`` field of a fact's line.
 FACT_FORMAT = "memory-chain/fact"
+#: What a store key looked like when it was a fact's id (before the ``key`` field).
+_STORE_KEY = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 #: The ``format`` field of a store item's line.
 STORE_ITEM_FORMAT = "memory-chain/store-item"
 #: The version this package writes; :data:`READABLE_VERSIONS` are the ones it reads.
@@ -162,6 +180,7 @@ _FACT_FIELDS = frozenset(
         "valid_from",
         "invalidated_at",
         "superseded_by",
+        "key",
     }
 )
 
@@ -212,8 +231,15 @@ def record_to_json(record: ConversationRecord) -> dict[str, Any]:
 
 
 def fact_to_json(fact: Fact) -> dict[str, Any]:
-    """A fact as the JSON object of one line (without its vector)."""
-    return {"format": FACT_FORMAT, "version": VERSION, **fact_json(fact, format_timestamp)}
+    """A fact as the JSON object of one line (without its vector; ``key`` only if it has one).
+
+    A fact put under no store key has no ``key`` field, so that such lines stay the same
+    in every version (and readable by the versions before keys).
+    """
+    line = {"format": FACT_FORMAT, "version": VERSION, **fact_json(fact, format_timestamp)}
+    if line["key"] is None:
+        del line["key"]
+    return line
 
 
 def _tokens(value: object, where: str) -> TokenUsage | None:
@@ -362,9 +388,22 @@ def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
     check_fields(obj, _FACT_FIELDS, "")
     created_at = read_time(obj.get("created_at"), "created_at", now)
     invalidated_at = obj.get("invalidated_at")
+    user_id = read_str(obj.get("user_id"), "user_id") or ""
+    fact_id = read_str(obj.get("id"), "id") or ""
+    key = read_str(obj.get("key"), "key", optional=True)
+    superseded_by = read_str(obj.get("superseded_by"), "superseded_by", optional=True)
+    if key is None and _STORE_KEY.fullmatch(fact_id) and not FACT_ID.fullmatch(fact_id):
+        # Written before keys had their own field: the id was the store key.
+        fact_id, key = keyed_id(user_id, fact_id), fact_id
+    if (
+        superseded_by is not None
+        and _STORE_KEY.fullmatch(superseded_by)
+        and not FACT_ID.fullmatch(superseded_by)
+    ):
+        superseded_by = keyed_id(user_id, superseded_by)
     return Fact(
-        id=read_str(obj.get("id"), "id") or "",
-        user_id=read_str(obj.get("user_id"), "user_id") or "",
+        id=fact_id,
+        user_id=user_id,
         text=read_str(obj.get("text"), "text") or "",
         kind=cast(FactKind, read_str(obj.get("kind", "other"), "kind")),
         origin=cast(FactOrigin, read_str(obj.get("origin", "api"), "origin")),
@@ -380,7 +419,8 @@ def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
             if invalidated_at is None
             else read_time(invalidated_at, "invalidated_at", created_at)
         ),
-        superseded_by=read_str(obj.get("superseded_by"), "superseded_by", optional=True),
+        superseded_by=superseded_by,
+        key=key,
     )
 
 

@@ -4,8 +4,9 @@
 line is read and checked on its own (:func:`~memory_chain.transfer.jsonl.read_jsonl`) and
 noted in an :class:`ImportPlan` with its line number, which then refuses what no single line
 shows: a conversation, fact or store item that comes twice, a fact superseded by another
-user's or whose id another user has, and (with ``on_conflict="fail"``) a conversation or
-store item already stored. Only then does the second pass write.
+user's or whose id another user has, a store key naming two current facts of its user, and
+(with ``on_conflict="fail"``) a conversation or store item already stored. Only then does the
+second pass write.
 
 Example:
     >>> plan = ImportPlan()  # doctest: +SKIP
@@ -16,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
@@ -29,6 +31,7 @@ from memory_chain.tiers.sql.restore import (
     existing_conversations,
     existing_facts,
     existing_store_items,
+    keys_in_use,
 )
 from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.tiers.sql.store_items import (
@@ -152,6 +155,33 @@ class ImportPlan:
                 lines[first],
                 f"fact {first!r} is already stored for another user: fact ids are unique in a "
                 "database, keep the file's facts to their users; nothing was imported",
+            )
+        self._check_keys(engine, stored)
+
+    def _check_keys(self, engine: Engine, stored: Collection[str]) -> None:
+        """Refuse a store key that would name two current facts of its user."""
+        keyed: dict[tuple[str, str], str] = {}
+        for fact_id, number in self.fact_lines.items():
+            fact = self.facts[fact_id]
+            if fact.key is None or not fact.current or fact_id in stored:
+                continue
+            owned = (fact.user_id, fact.key)
+            if owned in keyed:
+                raise ImportFileError(
+                    number,
+                    f"key {fact.key[:80]!r} of user {fact.user_id!r} names another current "
+                    f"fact too (line {self.fact_lines[keyed[owned]]}): a key names one current "
+                    "fact; nothing was imported",
+                )
+            keyed[owned] = fact_id
+        taken = keys_in_use(engine, keyed)
+        if taken:
+            first = min(taken, key=lambda owned: self.fact_lines[keyed[owned]])
+            raise ImportFileError(
+                self.fact_lines[keyed[first]],
+                f"key {first[1][:80]!r} of user {first[0]!r} names a current fact stored "
+                f"already ({taken[first]}): dismiss it (DELETE /v1/facts/{taken[first]}) or "
+                "leave the key out of the file; nothing was imported",
             )
 
 

@@ -241,7 +241,7 @@ async function addFact(text, kind) {
   showError(null);
   const added = await api("POST", "/v1/facts", { text, kind });
   $("#facts-status").textContent =
-    added.action === "same" ? `Already known: ${added.fact.text}`
+    added.action === "same" || added.action === "filled" ? `Already known: ${added.fact.text}`
       : added.replaced ? `Added; it replaces: ${added.replaced.text}`
         : `Added: ${added.fact.text}`;
   $("#fact-text").value = "";

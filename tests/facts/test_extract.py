@@ -371,8 +371,11 @@ def test_the_known_facts_are_labelled_and_chat_ollama_gets_the_schema(facts: Fac
 
 
 def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
-    paris = facts.add("ana", FactDraft("I live in Paris.")).fact
-    sushi = facts.add("ana", FactDraft("I love sushi.", kind="preference")).fact
+    # Known since before the chat (1 May): a correction never retires a value that started
+    # to hold after it was said (facts/rules.py), so the known facts must be older.
+    april = datetime(2026, 4, 1, tzinfo=UTC)
+    paris = facts.add("ana", FactDraft("I live in Paris.", valid_from=april)).fact
+    sushi = facts.add("ana", FactDraft("I love sushi.", kind="preference", valid_from=april)).fact
     chat = turns("I live in Berlin now. My dog is called Rex.", "Nice!")
     llm = Scripted(replies=[NO_FACTS, NO_FACTS])
     extractor = FactExtractor(llm, facts)
@@ -391,7 +394,7 @@ def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
         ("My dog is called Rex.", None),  # about something else: the store's rule decides
     ]
     changes = extractor.file("ana", "moving", found)
-    assert [c.action for c in changes] == ["superseded", "added"]
+    assert [c.action for c in changes] == ["corrected", "added"]
     assert {f.text for f in facts.of_user("ana")} == {
         "I love sushi.",
         "I live in Berlin now.",

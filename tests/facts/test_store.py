@@ -62,7 +62,7 @@ def test_a_fact_saved_without_a_subject_takes_it_and_a_newer_value_supersedes_it
         "ana",
         FactDraft("I live in Lisbon.", kind="biography", origin="extracted", subject="home city"),
     )
-    assert (again.action, again.fact.id, again.replaced) == ("same", saved.id, None)
+    assert (again.action, again.fact.id, again.replaced) == ("filled", saved.id, None)
     assert (again.fact.subject, again.fact.kind, again.fact.origin) == (
         "home city",
         "biography",
@@ -95,7 +95,11 @@ def test_a_subject_filled_in_retires_the_older_value_of_it(facts: FactStore) -> 
     assert len(facts.of_user("ana")) == 2
     # The same fact with its subject: Porto (the newer) supersedes Lisbon, no row added.
     change = facts.add("ana", FactDraft("I live in Porto.", subject="home city"))
-    assert (change.action, change.fact.id, change.fact.status) == ("same", porto.fact.id, "current")
+    assert (change.action, change.fact.id, change.fact.status) == (
+        "filled",
+        porto.fact.id,
+        "current",
+    )
     assert change.replaced is not None
     assert (change.replaced.id, change.replaced.superseded_by) == (lisbon.id, porto.fact.id)
     assert [f.id for f in facts.of_user("ana")] == [porto.fact.id]
@@ -112,7 +116,7 @@ def test_a_subject_filled_in_on_an_older_fact_retires_that_fact(facts: FactStore
     ).fact
     porto = facts.add("ana", FactDraft("I live in Porto.", subject="home city")).fact
     change = facts.add("ana", FactDraft("I live in Lisbon.", subject="home city"))
-    assert (change.action, change.fact.id, change.fact.status) == ("same", old.id, "superseded")
+    assert (change.action, change.fact.id, change.fact.status) == ("filled", old.id, "superseded")
     assert change.fact.superseded_by == porto.id
     assert [f.text for f in facts.of_user("ana")] == ["I live in Porto."]
 
@@ -128,7 +132,7 @@ def test_an_older_value_learnt_late_goes_into_the_history(facts: FactStore) -> N
         FactDraft("I live in Lisbon.", subject="home", valid_from=datetime(2026, 3, 1, tzinfo=UTC)),
     )
     assert (late.action, late.fact.status, late.fact.superseded_by) == (
-        "added",
+        "history",
         "superseded",
         june.id,
     )
@@ -153,7 +157,11 @@ def test_a_correction_known_already_replaces_through_the_known_fact(facts: FactS
     change = facts.add(
         "ana", FactDraft("I've moved to Porto.", subject="home city"), replaces=lisbon.id
     )
-    assert (change.action, change.fact.id, change.fact.subject) == ("same", saved.id, "home city")
+    assert (change.action, change.fact.id, change.fact.subject) == (
+        "corrected",
+        saved.id,
+        "home city",
+    )
     assert change.replaced is not None
     assert (change.replaced.id, change.replaced.superseded_by) == (lisbon.id, saved.id)
     assert [f.id for f in facts.of_user("ana")] == [saved.id]
@@ -210,14 +218,14 @@ def test_extraction_does_not_bring_back_a_retired_fact(facts: FactStore) -> None
     lucia = facts.add(
         "ana", FactDraft("My niece is called Lucia.", subject="niece"), replaces=lucja.id
     )
-    assert lucia.action == "superseded"
+    assert lucia.action == "corrected"
     # A small model reads "Lucia, not Lucja" and files the old value again: not stored.
     again = facts.add("ana", FactDraft("my niece is called Lucja", origin="extracted"))
-    assert (again.action, again.fact.id, again.fact.status) == ("same", lucja.id, "superseded")
+    assert (again.action, again.fact.id, again.fact.status) == ("past", lucja.id, "superseded")
     dismissed = facts.add("ana", FactDraft("I smoke a pack a day.")).fact
     facts.dismiss("ana", dismissed.id)
     smoke = facts.add("ana", FactDraft("I smoke a pack a day.", origin="extracted"))
-    assert (smoke.action, smoke.fact.id) == ("same", dismissed.id)
+    assert (smoke.action, smoke.fact.id) == ("past", dismissed.id)
     assert [f.text for f in facts.of_user("ana")] == ["My niece is called Lucia."]
     # The user (or a client) may bring a retired fact back.
     back = facts.add("ana", FactDraft("I smoke a pack a day.", origin="explicit"))
@@ -239,10 +247,75 @@ def test_without_vectors_the_subject_alone_decides(store: SQLStore) -> None:
 def test_a_correction_names_the_fact_it_replaces(facts: FactStore) -> None:
     anna = facts.add("ana", FactDraft("My wife is Anna.", kind="relationship")).fact
     fixed = facts.add("ana", FactDraft("My wife is Ana.", kind="relationship"), replaces=anna.id)
-    assert fixed.action == "superseded"
+    assert (fixed.action, fixed.stored) == ("corrected", True)
+    assert fixed.replaced is not None
+    assert (fixed.replaced.id, fixed.replaced.superseded_by) == (anna.id, fixed.fact.id)
     assert [f.text for f in facts.of_user("ana")] == ["My wife is Ana."]
-    with pytest.raises(InvalidInputError, match="no current fact"):
-        facts.add("ana", FactDraft("x"), replaces=anna.id)  # superseded already
+    # A correction of a fact retired since is the subject rule's to decide (it used to be
+    # refused, and the extractor then asked again without it: one rule now, in facts/rules).
+    again = facts.add("ana", FactDraft("My wife's name is Ana Silva."), replaces=anna.id)
+    assert (again.action, again.replaced) == ("added", None)
+    assert facts.add("ana", FactDraft("I swim."), replaces="f" * 32).action == "added"
+
+
+def test_a_correction_learnt_late_goes_into_the_history(facts: FactStore) -> None:
+    # June's conversation was consolidated first; March's, where the model labels Lisbon as
+    # replacing Porto, after. The rulebook's order holds whatever "replaces" says: Porto,
+    # which started to hold later, stays (before, the correction retired it).
+    porto = facts.add(
+        "ana",
+        FactDraft(
+            "I live in Porto.", subject="home city", valid_from=datetime(2026, 6, 1, tzinfo=UTC)
+        ),
+    ).fact
+    late = facts.add(
+        "ana",
+        FactDraft(
+            "I've just moved to Lisbon.",
+            origin="extracted",
+            valid_from=datetime(2026, 3, 1, tzinfo=UTC),
+        ),
+        replaces=porto.id,
+    )
+    assert (late.action, late.stored, late.fact.status, late.fact.superseded_by) == (
+        "history",
+        True,
+        "superseded",
+        porto.id,
+    )
+    assert [f.id for f in facts.of_user("ana")] == [porto.id]
+
+
+def test_extraction_does_not_bring_back_a_past_fact_it_labels_as_a_correction(
+    facts: FactStore,
+) -> None:
+    lucja = facts.add("ana", FactDraft("My niece is called Lucja.", subject="niece")).fact
+    lucia = facts.add(
+        "ana", FactDraft("My niece is called Lucia.", subject="niece"), replaces=lucja.id
+    ).fact
+    # "Lucia, not Lucja": a small model files the old value as correcting the new one. The
+    # past-fact rule holds with "replaces" as without it (before, Lucia was retired).
+    again = facts.add(
+        "ana", FactDraft("my niece is called Lucja", origin="extracted"), replaces=lucia.id
+    )
+    assert (again.action, again.stored, again.fact.id) == ("past", False, lucja.id)
+    assert [f.id for f in facts.of_user("ana")] == [lucia.id]
+
+
+def test_a_subject_filled_in_keeps_the_facts_said_together(facts: FactStore) -> None:
+    saved = facts.add("ana", FactDraft("My brother Marek opened a bike shop", origin="explicit"))
+    sign = facts.add(
+        "ana", FactDraft("I helped my brother paint the shop's sign.", subject="brother")
+    )
+    # The extractor finds the saved fact in the same range, with the subject: it is filled
+    # in, and the fact said with it stays (before, the fill-in retired one of the two).
+    change = facts.add(
+        "ana",
+        FactDraft("My brother Marek opened a bike shop.", origin="extracted", subject="brother"),
+        keep={sign.fact.id},
+    )
+    assert (change.action, change.fact.id, change.replaced) == ("filled", saved.fact.id, None)
+    assert len(facts.of_user("ana")) == 2
 
 
 def test_an_edit_keeps_the_id_and_the_old_text_as_history(facts: FactStore) -> None:

@@ -20,6 +20,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,7 +90,8 @@ class FakeOllama:
             a chat naming another model gets Ollama's 404.
         requests: Every chat request's body (model, options, messages), in order.
         extractions: Every fact-extraction request's body, in order.
-        extraction_reply: What extraction requests are answered (JSON text).
+        extraction_reply: What extraction requests are answered (JSON text), or a function
+            of the request's messages that gives it.
     """
 
     def __init__(self, port: int = 0) -> None:
@@ -109,7 +111,7 @@ class FakeOllama:
         self.models: dict[str, int | tuple[int, int]] = {MODEL_NAME: 32_768}
         self.requests: list[dict[str, Any]] = []
         self.extractions: list[dict[str, Any]] = []
-        self.extraction_reply = '{"facts": []}'
+        self.extraction_reply: str | Callable[[list[dict[str, Any]]], str] = '{"facts": []}'
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -232,7 +234,9 @@ class _Handler(BaseHTTPRequestHandler):
         if messages and str(messages[0].get("content", "")).startswith(EXTRACTION_PREFIX):
             with self.fake.lock:
                 self.fake.extractions.append(body)
-            lines = [_line(self.fake.extraction_reply, done=False), _line("", done=True)]
+            reply = self.fake.extraction_reply
+            text = reply(messages) if callable(reply) else reply
+            lines = [_line(text, done=False), _line("", done=True)]
             data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
             self._write(HTTPStatus.OK, data, "application/x-ndjson")
             return

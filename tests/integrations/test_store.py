@@ -285,13 +285,14 @@ def test_facts_namespace_is_the_users_facts(services: Services, store: MemorySto
     facts = services.manager.fact_store
     key = uuid.uuid4().hex
     store.put(("ana", "facts"), key, {"text": "My wife is Ana", "kind": "relationship"})
-    stored = facts.get("ana", key)
+    stored = facts.by_key("ana", key)
     assert stored is not None
     assert stored.current
     assert stored.text == "My wife is Ana"
     assert stored.kind == "relationship"
     assert stored.origin == "api"
-    assert [f.id for f in services.manager.facts("ana")] == [key]
+    # The key is the store's; the id is memory_chain's own (what REST and MCP take).
+    assert [(f.id, f.key) for f in services.manager.facts("ana")] == [(stored.id, key)]
     item = store.get(("ana", "facts"), key)
     assert item is not None
     assert item.value["text"] == "My wife is Ana"
@@ -306,26 +307,32 @@ def test_facts_namespace_is_the_users_facts(services: Services, store: MemorySto
 
     # An edit keeps the id; the old text stays in the history.
     store.put(("ana", "facts"), key, {**item.value, "text": "My wife is Anabela"})
-    assert facts.get("ana", key).text == "My wife is Anabela"
+    assert facts.by_key("ana", key).text == "My wife is Anabela"
     history = facts.of_user("ana", statuses=("superseded",))
-    assert [(f.text, f.superseded_by) for f in history] == [("My wife is Ana", key)]
+    assert [(f.text, f.superseded_by) for f in history] == [("My wife is Ana", stored.id)]
     store.put(("ana", "facts"), key, store.get(("ana", "facts"), key).value)
     assert len(facts.of_user("ana", statuses=("superseded",))) == 1  # unchanged: no edit
 
     # The same fact under a new key: stored, the old one superseded by it.
+    porto = facts.by_key("ana", other)
     again = uuid.uuid4().hex
     store.put(("ana", "facts"), again, {"text": "I live in Porto."})
-    assert facts.get("ana", other).status == "superseded"
+    assert facts.get("ana", porto.id).status == "superseded"
     assert store.get(("ana", "facts"), again) is not None
+    assert store.get(("ana", "facts"), other) is None
 
     # Delete dismisses: the history keeps it, the store and the prompts do not.
     store.delete(("ana", "facts"), key)
-    assert facts.get("ana", key).status == "dismissed"
+    assert facts.get("ana", stored.id).status == "dismissed"
     assert store.get(("ana", "facts"), key) is None
     assert key not in {i.key for i in store.search(("ana", "facts"))}
-    assert key not in {f.id for f in services.manager.facts("ana")}
-    with pytest.raises(InvalidInputError, match="taken"):
-        store.put(("ana", "facts"), key, {"text": "My wife is Ana"})
+    assert key not in {f.key for f in services.manager.facts("ana")}
+    # The key is free again: a put adds a new fact under it (it used to be refused).
+    store.put(("ana", "facts"), key, {"text": "My wife is Ana"})
+    back = store.get(("ana", "facts"), key)
+    assert back is not None
+    assert back.value["status"] == "current"
+    assert facts.by_key("ana", key).id != stored.id
 
 
 @pytest.mark.parametrize(
@@ -423,8 +430,11 @@ def test_a_users_namespaces_never_show_another_users_data(
     assert store.get(("bob", "notes"), "locker").value["text"] == "Bob has no locker"
     store.delete(("bob", "facts"), key)  # not bob's: nothing happens to ana's
     assert store.get(("ana", "facts"), key) is not None
-    with pytest.raises(InvalidInputError, match="taken"):
-        store.put(("bob", "facts"), key, {"text": "mine now"})
+    # Keys are each user's own: bob's put of ana's key is bob's fact (it used to be refused,
+    # telling bob that someone had the key).
+    store.put(("bob", "facts"), key, {"text": "mine now"})
+    assert store.get(("bob", "facts"), key).value["text"] == "mine now"
+    assert store.get(("ana", "facts"), key).value["text"] == secret
     assert all(ns[0] == "bob" for ns in store.list_namespaces(prefix=("bob",)))
 
 
@@ -460,7 +470,8 @@ def test_items_survive_reopening_and_go_when_the_user_is_erased(
         (lambda s: s.put(("ana",), "k", {}), "names only a user"),
         (lambda s: s.search(("ana", "facts", "x")), "no namespaces below"),
         (lambda s: s.get(("ana", "conversations", "c", "x"), "1"), "no namespaces below"),
-        (lambda s: s.get(("ana", "facts"), "a/b"), "invalid fact id"),
+        (lambda s: s.get(("ana", "facts"), "a\x00b"), "NUL"),
+        (lambda s: s.put(("ana", "facts"), "k" * 513, {"text": "x"}), "more than 512"),
         (lambda s: s.search(("ana", "notes"), limit=-1), "limit"),
         (lambda s: s.search(("ana", "notes"), filter={"n": {"$in": [1]}}), "operator"),
         (lambda s: s.put(("ana", "notes"), "k", {"when": {1, 2}}), "must be JSON"),

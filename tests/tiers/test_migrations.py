@@ -521,7 +521,8 @@ def test_0011_adds_store_items_and_downgrades(sql_url: str) -> None:
         key = inspect(engine).get_pk_constraint("store_items")["constrained_columns"]
         assert key == ["user_id", "namespace", "key"]
         store = SQLStore(engine)
-        assert FactStore(store.database).get("ana", "f1") is not None  # kept
+        # Kept (and, since 0013, under the store key "f1" with an id of its own).
+        assert FactStore(store.database).by_key("ana", "f1") is not None
         items = StoreItems(store.database)
         items.put("ana", ("notes", "work"), "k1", {"text": "standup at 9"}, search_text="x")
         items.put("ana", ("notes",), "k2", {"text": "oat milk"})
@@ -544,5 +545,58 @@ def test_0011_adds_store_items_and_downgrades(sql_url: str) -> None:
         tables = set(inspect(engine).get_table_names())
         assert "store_items" not in tables
         assert "facts" in tables
+    finally:
+        engine.dispose()
+
+
+def test_0013_gives_store_keys_their_own_column_and_downgrades(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.facts.model import keyed_id
+    from memory_chain.tiers.sql import SQLStore
+
+    engine = create_sql_engine(sql_url)
+    hexed = "a" * 32
+    try:
+        upgrade(engine, "0012")
+        rows = [  # the key "diet" was the id; a superseded copy points to it
+            ("diet", "current", None, "I am vegan."),
+            ("b" * 32, "superseded", "diet", "I am vegetarian."),
+            (hexed, "current", None, "My seat is 14C."),  # an id, or a 32-digit key
+        ]
+        with engine.begin() as conn:
+            for fact_id, status, superseded_by, said in rows:
+                conn.execute(
+                    text(
+                        "INSERT INTO facts (id, user_id, text, kind, origin, status, "
+                        "created_at, valid_from, invalidated_at, superseded_by) VALUES (:id, "
+                        "'ana', :text, 'other', 'api', :status, '2026-12-05 10:00:00', "
+                        "'2026-12-05 10:00:00', :gone, :by)"
+                    ),
+                    {
+                        "id": fact_id,
+                        "text": said,
+                        "status": status,
+                        "by": superseded_by,
+                        "gone": "2026-12-06 10:00:00" if superseded_by else None,
+                    },
+                )
+        upgrade(engine)
+        facts = FactStore(SQLStore(engine).database)
+        diet = facts.by_key("ana", "diet")
+        assert diet is not None
+        assert (diet.id, diet.key) == (keyed_id("ana", "diet"), "diet")
+        past = facts.get("ana", "b" * 32)
+        assert past is not None
+        assert past.superseded_by == diet.id
+        seat = facts.by_key("ana", hexed)  # found by its id, as before
+        assert seat is not None
+        assert (seat.id, seat.key) == (hexed, None)
+        indexes = {i["name"]: i for i in inspect(engine).get_indexes("facts")}
+        assert indexes["uq_facts_user_store_key"]["unique"]
+        downgrade(engine, "0012")  # the key is the id again, and the links follow
+        with engine.connect() as conn:
+            back = dict(conn.execute(text("SELECT id, superseded_by FROM facts")).all())
+        assert back == {"diet": None, "b" * 32: "diet", hexed: None}
     finally:
         engine.dispose()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -28,7 +28,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from memory_chain.tiers.sql.engine import writer
-from memory_chain.tiers.sql.locks import try_lock
+from memory_chain.tiers.sql.locks import lock_transaction, try_lock
 from memory_chain.tiers.sql.rows import storage_errors
 
 T = TypeVar("T")
@@ -56,8 +56,17 @@ class Database:
             threading.Lock() if self.dialect == "sqlite" else None
         )
 
-    def write(self, work: Callable[[Connection], T]) -> T:
+    def write(self, work: Callable[[Connection], T], *, locks: Collection[str] = ()) -> T:
         """Run ``work(conn)`` in one write transaction and return what it returns.
+
+        Args:
+            work: What the transaction does.
+            locks: Names of locks to hold for the whole transaction, taken before ``work``
+                runs (:func:`~.locks.lock_transaction`): the transactions naming one lock
+                run one at a time across processes, each seeing what the one before it
+                committed (on PostgreSQL, whose transactions see one another's commits as
+                they read, READ COMMITTED, a read-then-write needs it). On SQLite writers are
+                serialized already.
 
         Raises:
             StorageError: If the database fails (nothing of ``work`` is committed).
@@ -65,6 +74,7 @@ class Database:
         with storage_errors():
             if self._write_lock is None:
                 with self._writer.begin() as conn:
+                    lock_transaction(conn, locks)
                     return work(conn)
             with self._write_lock, self._writer.begin() as conn:
                 return work(conn)

@@ -41,7 +41,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, func, select, tuple_
 
 from memory_chain.facts.model import Fact
-from memory_chain.tiers.sql.facts import fact_from_row
+from memory_chain.tiers.sql.fact_writes import fact_from_row
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.rows import (
     ConversationRecord,

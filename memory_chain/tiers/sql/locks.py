@@ -1,22 +1,29 @@
 """Locks that hold across processes: one replica at a time does a piece of work.
 
-On PostgreSQL a lock is a session advisory lock (``pg_try_advisory_lock``) on a connection
+Two kinds. :func:`try_lock` skips work another replica is doing; :func:`lock_transaction`
+waits, so that the transactions changing one thing (a user's facts) run one at a time across
+replicas, each reading what the one before it wrote.
+
+On PostgreSQL a skipping lock is a session advisory lock (``pg_try_advisory_lock``) on a connection
 kept for as long as the work runs: no table, no lease to expire, and a replica that dies
 loses its connection and so its locks at once. The lock is taken with *try*: work that
 another replica is doing is skipped, not waited for (that replica does it).
 
 On SQLite there is one process per database (the embedded vector index allows one process
 per data folder as well), so the lock is always granted: the callers' thread locks order the
-work within the process.
+work within the process. A waiting lock is a transaction advisory lock
+(``pg_advisory_xact_lock``), released when the transaction ends (commit, rollback, or the
+connection dropped); on SQLite it is not needed: a write transaction takes the database's
+write lock up front (``BEGIN IMMEDIATE``), so writers are serialized already.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
 from memory_chain.tiers.sql.rows import storage_errors
@@ -25,6 +32,19 @@ logger = logging.getLogger(__name__)
 
 _TRY = text("SELECT pg_try_advisory_lock(hashtextextended(:name, 0))")
 _UNLOCK = text("SELECT pg_advisory_unlock(hashtextextended(:name, 0))")
+_WAIT = text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))")
+
+
+def lock_transaction(conn: Connection, names: Collection[str]) -> None:
+    """Wait for the locks ``names`` and hold them until ``conn``'s transaction ends.
+
+    Taken in sorted order, so that two transactions wanting several never wait on each
+    other. A no-op on SQLite, whose write transactions are serialized already.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    for name in sorted(set(names)):
+        conn.execute(_WAIT, {"name": name})
 
 
 @contextlib.contextmanager

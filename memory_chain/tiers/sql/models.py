@@ -157,17 +157,33 @@ class VectorTaskRow(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(TIMESTAMP)
 
 
+#: The rows a store key must be unique among: a user's current facts that have one.
+_CURRENT_KEYS = "status = 'current' AND store_key IS NOT NULL"
+
+
 class FactRow(Base):
     """``facts``: what memory knows about each user, current and past (migration 0010).
 
     A fact is current until it is superseded (``superseded_by`` names the fact that replaced
     it) or dismissed (the user deleted it); either way the row stays, with the moment it
     stopped being valid, so the history is kept and an export carries it. ``embedding`` is
-    the fact's vector (float32, little-endian), empty until it is embedded.
+    the fact's vector (float32, little-endian), empty until it is embedded. ``store_key`` is
+    the key a LangGraph store put it under (migration 0013).
     """
 
     __tablename__ = "facts"
-    __table_args__ = (Index("idx_facts_user_status", "user_id", "status"),)
+    __table_args__ = (
+        Index("idx_facts_user_status", "user_id", "status"),
+        # A store key names one current fact of its user at most (migration 0013).
+        Index(
+            "uq_facts_user_store_key",
+            "user_id",
+            "store_key",
+            unique=True,
+            sqlite_where=text(_CURRENT_KEYS),
+            postgresql_where=text(_CURRENT_KEYS),
+        ),
+    )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
@@ -185,6 +201,7 @@ class FactRow(Base):
     invalidated_at: Mapped[datetime | None] = mapped_column(TIMESTAMP)
     superseded_by: Mapped[str | None] = mapped_column(Text)
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    store_key: Mapped[str | None] = mapped_column(Text)
 
 
 class StoreItemRow(Base):

@@ -25,17 +25,16 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, insert, select, tuple_
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
-from memory_chain.facts.model import ORIGINS, STATUSES, Fact
+from memory_chain.facts.model import FACT_ID, ORIGINS, STATUSES, Fact
 from memory_chain.schemas import NewTurn, Summary, validate_id, validate_new_turns, validate_status
 from memory_chain.storable import check_text
-from memory_chain.tiers.sql.facts import checked_kind, checked_text
+from memory_chain.tiers.sql.facts import checked_key, checked_kind, checked_text
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
@@ -53,8 +52,6 @@ OnConflict = Literal["fail", "skip"]
 ItemKey = tuple[str, tuple[str, ...], str]
 #: Ids looked up per query.
 _PAGE = 500
-#: A fact's id: 32 lowercase hexadecimal digits (a UUID4's ``hex``).
-FACT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class ConversationExistsError(MemoryChainError):
@@ -164,7 +161,7 @@ def check_fact(fact: Fact) -> None:
 
     Raises:
         InvalidInputError: On an id that is not 32 hexadecimal digits; an invalid user or
-            conversation id; an empty, too long or NUL-holding text or subject; an unknown
+            conversation id; an empty, too long or NUL-holding text, subject or key; an unknown
             kind, origin or status; a turn range that is not ``1 <= first <= last``; a
             confidence outside 0-1; or a status its dates and links contradict (a current
             fact with ``invalidated_at`` or ``superseded_by``, a past one without
@@ -182,6 +179,8 @@ def check_fact(fact: Fact) -> None:
     checked_text(fact.text)
     if fact.subject is not None:
         check_text(fact.subject, "the fact's subject")
+    if fact.key is not None:
+        checked_key(fact.key)
     checked_kind(fact.kind)
     if fact.origin not in ORIGINS:
         raise InvalidInputError(
@@ -242,6 +241,22 @@ def existing_facts(engine: Engine, fact_ids: Collection[str]) -> dict[str, str]:
                     select(facts.c.id, facts.c.user_id).where(facts.c.id.in_(chunk))
                 )
             )
+    return found
+
+
+def keys_in_use(engine: Engine, keys: Collection[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Which of these ``(user_id, store key)`` name a current fact, with that fact's id."""
+    wanted = list(keys)
+    columns = tuple_(facts.c.user_id, facts.c.store_key)
+    found: dict[tuple[str, str], str] = {}
+    with storage_errors(), engine.connect() as conn:
+        for start in range(0, len(wanted), _PAGE):
+            rows = conn.execute(
+                select(facts.c.user_id, facts.c.store_key, facts.c.id).where(
+                    facts.c.status == "current", columns.in_(wanted[start : start + _PAGE])
+                )
+            )
+            found.update(((row.user_id, row.store_key), row.id) for row in rows)
     return found
 
 
@@ -349,5 +364,6 @@ __all__ = [
     "existing_conversations",
     "existing_facts",
     "existing_store_items",
+    "keys_in_use",
     "write_conversation",
 ]

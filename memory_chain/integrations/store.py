@@ -212,9 +212,9 @@ def _labels(namespace: Sequence[str]) -> tuple[str, ...]:
     """
     if not isinstance(namespace, tuple | list) or not namespace:
         raise InvalidInputError(f"a namespace starts with the user's id: {_SHAPES}")
-    for label in namespace:
-        check_text(label, "a namespace label")
     user_named(namespace[0], None)  # the user, checked as at every door
+    for label in namespace[1:]:
+        check_text(label, "a namespace label")
     for label in namespace[1:]:
         validate_id(label, "namespace label")
     return tuple(namespace)

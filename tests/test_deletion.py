@@ -258,8 +258,9 @@ def test_a_dismissed_fact_leaves_every_prompt_store_and_mcp_answer(services: Ser
     for path in ("prompt", "store", "mcp"):
         assert "Zorvax" not in seen[path], f"the dismissed fact still shown by {path}"
     _present(seen, "14C", "prompt", "store", "mcp")
-    exported = [line for line in seen["export"].splitlines() if "Zorvax" in line]
-    assert any('"status": "dismissed"' in line for line in exported)
+    exported = [json.loads(line) for line in seen["export"].splitlines()]
+    facts = [line for line in exported if line["format"] == "memory-chain/fact"]
+    assert [f["status"] for f in facts if "Zorvax" in f["text"]] == ["dismissed"]
     assert dangling(services) == []
 
 

@@ -1,20 +1,25 @@
 """Deletion that deletes, and only what it should: every kind of deletion, every read path.
 
 Each kind of deletion a user has (a fact dismissed, a conversation purged, the user erased,
-a conversation past the retention limit) is made on a stack with every tier (SQLite, the
-embedded vector index, the real embedding model), then every place memory shows data is
+a conversation past the retention limit) is made on a stack with every tier (SQLite and the
+embedded vector index, or PostgreSQL and pgvector; the real embedding model), then every
+place memory shows data is
 read back for the deleted thing's words: tier 1, every text column of tier 2, tier 3's
 points, the chat's prompt, the export, the LangGraph store and the MCP tools. What was kept
 must still be found there (the probes are live), and nothing may point at a row that no
 longer exists (:func:`dangling`).
 
 Facts follow their sources: a fact said in two conversations survives the purge of one; a
-fact superseded by one learnt in a purged conversation holds again.
+fact superseded by one learnt in a purged conversation holds again. An erasure and a
+consolidation filing facts are serialized (the user's fact lock): on PostgreSQL, threads
+racing a purge against a filing never leave facts of the purged conversation.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -34,7 +39,7 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import OneModel
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService
-from memory_chain.extraction import FactExtractor
+from memory_chain.extraction import ExtractedFact, FactExtractor
 from memory_chain.facts.model import FactDraft
 from memory_chain.integrations.mcp import MemoryTools
 from memory_chain.integrations.store import MemoryStore
@@ -44,6 +49,7 @@ from memory_chain.services import Services, open_services
 from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.sql.rows import client_id
 from memory_chain.tiers.vectors.index import VectorFilter
+from tests.conftest import _fresh_postgres_database
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +65,16 @@ class Recording(GenericFakeChatModel):
 
 
 @pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    opened = open_services(MemorySettings(data_dir=tmp_path / "data", llm_fallback="off"))
+def services(sql_url: str, tmp_path: Path) -> Iterator[Services]:
+    """Every tier: SQLite with the embedded vector index, or PostgreSQL with pgvector."""
+    on_postgres = sql_url.startswith("postgresql")
+    settings = MemorySettings(
+        data_dir=tmp_path / "data",
+        llm_fallback="off",
+        database_url=sql_url if on_postgres else None,
+        vector_backend="pgvector" if on_postgres else "embedded",
+    )
+    opened = open_services(settings)
     try:
         yield opened
     finally:
@@ -97,6 +111,8 @@ def _tier2_text(services: Services) -> str:
         for table in inspect(engine).get_table_names():
             if table.endswith(("_data", "_idx", "_docsize", "_config", "_content")):
                 continue  # FTS5 shadow tables: the FTS table itself is read instead
+            if table in ("vector_points", "vector_collections"):
+                continue  # tier 3's pgvector tables (read by _points; a vector's digits match)
             for row in conn.execute(text(f'SELECT * FROM "{table}"')):
                 seen.extend(str(value) for value in row if isinstance(value, str))
     return "\n".join(seen)
@@ -343,6 +359,125 @@ def test_an_erasure_during_consolidation_leaves_no_facts(services: Services) -> 
         consolidation.stop()
     assert llm.prompts, "the extraction ran"
     assert services.manager.facts("ana", include=["superseded", "dismissed"]) == []
+    assert dangling(services) == []
+
+
+@pytest.fixture
+def postgres_services(postgres_url: str, tmp_path: Path) -> Iterator[Services]:
+    """Every tier on PostgreSQL with pgvector (for the races: SQLite serializes writers)."""
+    url = _fresh_postgres_database(postgres_url)
+    settings = MemorySettings(
+        data_dir=tmp_path / "pg", llm_fallback="off", database_url=url, vector_backend="pgvector"
+    )
+    opened = open_services(settings)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+_WAITING = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+_FACTS_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended('facts:ana', 0))")
+
+
+def _until(done: Any, what: str) -> None:
+    """Wait for ``done()`` (a condition, not a duration: the deadline only stops a hang)."""
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("first", ["filing", "purge"])
+def test_a_purge_racing_a_consolidations_filing_leaves_no_facts(
+    postgres_services: Services, first: str
+) -> None:
+    """Both wait on the user's fact lock, held here; released, either may go first.
+
+    The filing first: it files, and the purge deletes what it filed. The purge first: the
+    filing finds no conversation. Either way no fact of the purged conversation stays (a purge
+    that took no lock went ahead at once, and the filing then filed facts of a purged one).
+    """
+    services = postgres_services
+    _say(services, "ana", "home", "I live in Lisbon, near the river.")
+    llm = Scripted(replies=[json.dumps({"facts": [_extracted("I live in Lisbon.", 1)]})])
+    consolidation = ConsolidationService(
+        services.store,
+        services.buffer,
+        RunnableLambda(lambda _inputs: "Ana lives in Lisbon."),
+        extractor=FactExtractor(llm, services.manager.fact_store),
+    )
+    errors: list[BaseException] = []
+
+    def run(work: Any) -> threading.Thread:
+        def target() -> None:
+            try:
+                work()
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    def waiting() -> int:
+        with services.engine.connect() as conn:
+            return int(conn.execute(_WAITING).scalar_one())
+
+    def file() -> None:
+        consolidation.consolidate("home", "ana")
+
+    def purge() -> None:
+        services.manager.delete_conversation("home", "ana")
+
+    try:
+        with services.engine.connect() as holder:
+            holder.execute(_FACTS_LOCK)  # held until this transaction ends
+            threads = []
+            for step in (file, purge) if first == "filing" else (purge, file):
+                threads.append(run(step))
+                _until(
+                    lambda: waiting() >= len(threads) or not threads[-1].is_alive(),
+                    f"{step.__name__} to wait for the fact lock",
+                )
+            holder.rollback()
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors
+    finally:
+        consolidation.stop()
+    if first == "filing":
+        assert llm.prompts, "the extraction ran"
+    assert services.manager.facts("ana", include=["superseded", "dismissed"]) == []
+    assert dangling(services) == []
+
+
+@pytest.mark.postgres
+def test_purges_and_filings_in_free_races_leave_no_facts(postgres_services: Services) -> None:
+    """Threads started together, no lock held by the test: whatever the order, no facts stay."""
+    services = postgres_services
+    extractor = FactExtractor(Scripted(), services.manager.fact_store)
+    found = [ExtractedFact("I live in Lisbon.", "biography", "home", 1, said_at=utcnow())]
+    for round_ in range(6):
+        conversation = f"home-{round_}"
+        _say(services, "ana", conversation, "I live in Lisbon, near the river.")
+        barrier = threading.Barrier(2)
+
+        def file(conversation: str = conversation, barrier: Any = barrier) -> None:
+            barrier.wait()
+            extractor.file("ana", conversation, found)
+
+        def purge(conversation: str = conversation, barrier: Any = barrier) -> None:
+            barrier.wait()
+            services.manager.delete_conversation(conversation, "ana")
+
+        threads = [threading.Thread(target=step) for step in (file, purge)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert services.manager.facts("ana", include=["superseded", "dismissed"]) == []
     assert dangling(services) == []
 
 

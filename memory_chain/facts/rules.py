@@ -59,7 +59,8 @@ superseded, so that none points at a fact that no longer exists (:func:`relinked
   what a conversation said away; it never brings back what the user's memory no longer held.
 
 A fact that holds again keeps its store key unless a current fact that stays has that key
-(a key names one current fact).
+(a key names one current fact); of two holding again under one key, the one the deleted
+fact had taken the key from gets it back.
 
 Example:
     >>> decision = decide(new, vector, current)  # doctest: +SKIP
@@ -282,6 +283,8 @@ def relinked(
     changed: list[Fact] = []
     again: dict[str, list[Fact]] = {}  # by the deleted current fact they held under
     for fact in pointing:
+        if fact.superseded_by not in gone:
+            continue
         end, holder = _chain_end(fact.superseded_by, gone)
         if end == "holder":
             changed.append(replace(fact, superseded_by=holder))
@@ -290,8 +293,14 @@ def relinked(
         else:
             again.setdefault(str(holder), []).append(fact)
     taken = set(keys_held)
-    for _, group in sorted(again.items()):
-        newest, *older = sorted(group, key=held_since, reverse=True)
+    newest_of = {held: max(group, key=held_since) for held, group in again.items()}
+
+    def handed_back(held: str) -> tuple[bool, str]:
+        # A key the deleted fact took over from the one holding again goes back to it first.
+        return (gone[held].key is None or gone[held].key != newest_of[held].key, held)
+
+    for held in sorted(again, key=handed_back):
+        newest, *older = sorted(again[held], key=held_since, reverse=True)
         key = newest.key if newest.key not in taken else None
         if key is not None:
             taken.add(key)
@@ -303,25 +312,23 @@ def relinked(
 
 
 def _chain_end(
-    fact_id: str | None, gone: Mapping[str, Fact]
+    fact_id: str, gone: Mapping[str, Fact]
 ) -> tuple[Literal["holder", "current", "dismissed"], str | None]:
-    """Where a chain of supersessions through deleted facts ends.
+    """Where a chain of supersessions from the deleted fact ``fact_id`` ends.
 
     ``("holder", id)``: at a fact that stays; ``("current", id)``: at a deleted fact that
-    was current (or superseded by nothing: a broken link counts as current);
-    ``("dismissed", None)``: at a deleted dismissed fact.
+    was current (or superseded by nothing, or in a loop of deleted facts: a broken chain
+    counts as ending there); ``("dismissed", None)``: at a deleted dismissed fact.
     """
     seen: set[str] = set()
-    while fact_id is not None and fact_id in gone and fact_id not in seen:
-        seen.add(fact_id)
-        fact = gone[fact_id]
+    fact = gone[fact_id]
+    while True:
+        seen.add(fact.id)
         if fact.status == "dismissed":
             return "dismissed", None
-        if fact.status == "current" or fact.superseded_by is None:
+        later = fact.superseded_by
+        if fact.status == "current" or later is None or later in seen:
             return "current", fact.id
-        if fact.superseded_by not in gone:
-            return "holder", fact.superseded_by
-        fact_id = fact.superseded_by
-    if fact_id is None or fact_id in seen:  # a loop of deleted facts: the last one held
-        return "current", fact_id
-    return "holder", fact_id
+        if later not in gone:
+            return "holder", later
+        fact = gone[later]

@@ -612,6 +612,7 @@ def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
             ("a" * 32, "trip", (3, 4), "2026-12-05 10:00:00", "2026-12-01 09:00:00"),  # learnt
             ("b" * 32, "home", (1, 1), "2026-12-05 10:00:00", "2026-12-09 10:00:00"),  # edited
             ("c" * 32, None, None, "2026-12-05 10:00:00", "2026-12-05 10:00:00"),  # by hand
+            ("d" * 32, None, None, "2026-12-01 10:00:00", "2026-12-01 10:00:00"),  # see below
         ]
         with engine.begin() as conn:
             for fact_id, conversation, turns, created, valid in rows:
@@ -631,7 +632,20 @@ def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
                         "valid": valid,
                     },
                 )
+            # Superseded by a fact a purge took (as purges did): it dangles.
+            conn.execute(
+                text(
+                    "UPDATE facts SET status = 'superseded', superseded_by = :gone, "
+                    "invalidated_at = '2026-12-02 10:00:00' WHERE id = :id"
+                ),
+                {"gone": "e" * 32, "id": "d" * 32},
+            )
         upgrade(engine)
+        with engine.connect() as conn:
+            repaired = conn.execute(
+                text("SELECT status, superseded_by FROM facts WHERE id = :id"), {"id": "d" * 32}
+            ).one()
+        assert tuple(repaired) == ("dismissed", None)  # as it was treated: nothing in its place
         query = text(
             "SELECT fact_id, user_id, conversation_id, first_turn, last_turn, said_at "
             "FROM fact_sources ORDER BY fact_id"
@@ -653,7 +667,11 @@ def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
         assert "fact_sources" not in inspect(engine).get_table_names()
         with engine.connect() as conn:
             kept = conn.execute(text("SELECT id, conversation_id FROM facts ORDER BY id")).all()
-        assert [tuple(row) for row in kept] == [("b" * 32, "home"), ("c" * 32, None)]
+        assert [tuple(row) for row in kept] == [
+            ("b" * 32, "home"),
+            ("c" * 32, None),
+            ("d" * 32, None),
+        ]
         upgrade(engine)
         with engine.connect() as conn:
             assert [row[0] for row in conn.execute(query)] == ["b" * 32]

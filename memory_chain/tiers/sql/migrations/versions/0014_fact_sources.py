@@ -15,6 +15,12 @@ gets its one source from them; when it was said is the earlier of ``valid_from``
 time for a learnt fact) and ``created_at`` (``valid_from`` of an edited fact is the edit).
 A downgrade drops the table: each fact keeps the source in its own columns.
 
+A purge used to leave the facts a purged fact had superseded pointing at it. Such a fact
+(``superseded_by`` names no fact) was already treated as dismissed (nothing held in its
+place: recalled turns stating it were left out), and whether its superseder was current
+when it went is no longer known: it becomes dismissed (``superseded_by`` cleared), as
+:func:`memory_chain.facts.rules.relinked` leaves what a deleted dismissed fact superseded.
+
 Revision ID: 0014
 Revises: 0013
 Create Date: 2027-01-27
@@ -50,6 +56,10 @@ def upgrade() -> None:
         "said_at) SELECT id, conversation_id, user_id, first_turn, last_turn, "
         "CASE WHEN valid_from < created_at THEN valid_from ELSE created_at END "
         "FROM facts WHERE conversation_id IS NOT NULL"
+    )
+    op.execute(
+        "UPDATE facts SET status = 'dismissed', superseded_by = NULL "
+        "WHERE superseded_by IS NOT NULL AND superseded_by NOT IN (SELECT id FROM facts)"
     )
 
 

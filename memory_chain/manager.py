@@ -156,7 +156,7 @@ class MemoryManager:
             self.tier3.notify()
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
-        """Purge a conversation from every tier (rows, facts learnt from it, cache, points).
+        """Purge a conversation from every tier (rows, facts said only in it, cache, points).
 
         The rows and facts go at once, with a queued task for tier 3 in the same
         transaction; the points go now if the vector store answers, else when it is back.

@@ -252,7 +252,7 @@ def read_export(
     Args:
         engine: The tier-2 engine.
         user_id: Only this user's conversations, facts and store items.
-        conversation_id: Only conversations of this id and the facts learnt in them.
+        conversation_id: Only conversations of this id and the facts said in them.
 
     Yields:
         Every conversation in creation order, then every fact (by user, oldest first), then

@@ -94,7 +94,7 @@ class ConversationLifecycle:
         self.statuses.clear()
 
     def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
-        """Purge a conversation: rows and facts learnt from it now, points through the queue.
+        """Purge a conversation: rows and facts said only in it now, points through the queue.
 
         A fact said in other conversations too stays, sourced in them; the facts a deleted
         fact superseded are re-linked (:mod:`.fact_purge`). The transaction holds the

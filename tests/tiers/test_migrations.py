@@ -659,21 +659,18 @@ def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
         indexes = {i["name"]: i for i in inspect(engine).get_indexes("fact_sources")}
         columns = indexes["idx_fact_sources_user_conv"]["column_names"]
         assert columns == ["user_id", "conversation_id"]
-        with engine.begin() as conn:  # a source goes with its fact
-            conn.execute(text("DELETE FROM facts WHERE id = :id"), {"id": "a" * 32})
-        with engine.connect() as conn:
-            assert [row[0] for row in conn.execute(query)] == ["b" * 32]
         downgrade(engine, "0013")
         assert "fact_sources" not in inspect(engine).get_table_names()
         with engine.connect() as conn:
             kept = conn.execute(text("SELECT id, conversation_id FROM facts ORDER BY id")).all()
         assert [tuple(row) for row in kept] == [
+            ("a" * 32, "trip"),
             ("b" * 32, "home"),
             ("c" * 32, None),
             ("d" * 32, None),
         ]
         upgrade(engine)
         with engine.connect() as conn:
-            assert [row[0] for row in conn.execute(query)] == ["b" * 32]
+            assert [row[0] for row in conn.execute(query)] == ["a" * 32, "b" * 32]
     finally:
         engine.dispose()

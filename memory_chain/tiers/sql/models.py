@@ -219,9 +219,8 @@ class FactSourceRow(Base):
     __tablename__ = "fact_sources"
     __table_args__ = (Index("idx_fact_sources_user_conv", "user_id", "conversation_id"),)
 
-    fact_id: Mapped[str] = mapped_column(
-        Text, ForeignKey("facts.id", ondelete="CASCADE"), primary_key=True
-    )
+    # No foreign key: see migration 0014 (a rebuild of ``facts`` on SQLite would cascade).
+    fact_id: Mapped[str] = mapped_column(Text, primary_key=True)
     conversation_id: Mapped[str] = mapped_column(Text, primary_key=True)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
     first_turn: Mapped[int | None] = mapped_column(Integer)

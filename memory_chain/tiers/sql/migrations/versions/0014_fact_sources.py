@@ -15,6 +15,12 @@ gets its one source from them; when it was said is the earlier of ``valid_from``
 time for a learnt fact) and ``created_at`` (``valid_from`` of an edited fact is the edit).
 A downgrade drops the table: each fact keeps the source in its own columns.
 
+No foreign key to ``facts``: whatever deletes a fact deletes its sources in the same
+transaction (:mod:`memory_chain.tiers.sql.fact_purge`, the user's erasure). A cascading key
+would empty the table whenever a later migration rebuilds ``facts`` on SQLite (a batch
+``ALTER``: SQLite drops the old table, and with foreign keys on, a drop deletes its rows
+first, cascading).
+
 A purge used to leave the facts a purged fact had superseded pointing at it. Such a fact
 (``superseded_by`` names no fact) was already treated as dismissed (nothing held in its
 place: recalled turns stating it were left out), and whether its superseder was current
@@ -38,12 +44,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "fact_sources",
-        sa.Column(
-            "fact_id",
-            sa.Text,
-            sa.ForeignKey("facts.id", ondelete="CASCADE"),
-            primary_key=True,
-        ),
+        sa.Column("fact_id", sa.Text, primary_key=True),
         sa.Column("conversation_id", sa.Text, primary_key=True),
         sa.Column("user_id", sa.Text, nullable=False),
         sa.Column("first_turn", sa.Integer),

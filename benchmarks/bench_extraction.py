@@ -169,7 +169,8 @@ def learn_ranges(
             failed(f"turns {part[0].turn_number}-{part[-1].turn_number}: {exc}")
             facts = []
         seconds.append(time.perf_counter() - began)
-        extractor.file(user_id, conversation_id, facts)
+        # The sessions are replayed, not stored as conversations.
+        extractor.file(user_id, conversation_id, facts, stored_only=False)
         found += facts
     return found, seconds, summarizing
 

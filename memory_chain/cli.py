@@ -179,7 +179,7 @@ def export_(
         str | None, typer.Option(help="Only this user's conversations, facts and store items.")
     ] = None,
     conversation: Annotated[
-        str | None, typer.Option(help="Only this conversation and the facts learnt in it.")
+        str | None, typer.Option(help="Only this conversation and the facts said in it.")
     ] = None,
 ) -> None:
     """Export conversations (turns, summaries, metadata), facts and store items as JSON Lines."""

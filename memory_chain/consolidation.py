@@ -356,8 +356,10 @@ class ConsolidationService:
             return
         try:
             found = self.extractor.extract(user_id, turns)
-            # Purged meanwhile: its facts went with it, and must not come back.
-            if found and self.store.get_conversation(conversation_id, user_id=user_id):
+            # Filed in one transaction with the check that the conversation still exists,
+            # holding the user's fact lock, as a purge does: a conversation purged (or a
+            # user erased) meanwhile gets none of them back.
+            if found:
                 self.extractor.file(user_id, conversation_id, found)
         except ExtractionError as exc:
             self.extraction_failures += 1

@@ -156,7 +156,7 @@ class MemoryManager:
             self.tier3.notify()
 
     def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
-        """Purge a conversation from every tier (rows, facts learnt from it, cache, points).
+        """Purge a conversation from every tier (rows, facts said only in it, cache, points).
 
         The rows and facts go at once, with a queued task for tier 3 in the same
         transaction; the points go now if the vector store answers, else when it is back.
@@ -207,17 +207,18 @@ class MemoryManager:
             if not text:
                 continue
             if intent.action == "save":
-                change = self.fact_store.add(
-                    user_id,
-                    FactDraft(
-                        text,
-                        origin="explicit",
-                        conversation_id=conversation_id,
-                        turns=(turn.turn_number, turn.turn_number),
-                        valid_from=turn.timestamp,
-                    ),
+                draft = FactDraft(
+                    text,
+                    origin="explicit",
+                    conversation_id=conversation_id,
+                    turns=(turn.turn_number, turn.turn_number),
+                    valid_from=turn.timestamp,
                 )
-                logger.info("user %s: fact %s (%s)", user_id, change.fact.id, change.action)
+                # With the check that the conversation exists: a purge landing since the
+                # turn was stored wins.
+                filed = self.fact_store.add_said(user_id, conversation_id, [(draft, None)])
+                for change in filed or ():
+                    logger.info("user %s: fact %s (%s)", user_id, change.fact.id, change.action)
             else:
                 for fact in self.fact_store.forget_matching(user_id, text):
                     logger.info("user %s: fact %s dismissed on request", user_id, fact.id)

@@ -24,14 +24,21 @@ from typer.testing import CliRunner, Result
 from memory_chain.api import create_app
 from memory_chain.cli import app
 from memory_chain.config import MemorySettings
-from memory_chain.facts.model import STATUSES, Fact, FactDraft
+from memory_chain.facts.model import STATUSES, Fact, FactDraft, FactSource
 from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn, TokenUsage
 from memory_chain.services import open_services
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.export import read_conversations, read_export, read_facts
 from memory_chain.tiers.sql.facts import FactStore
-from memory_chain.tiers.sql.models import conversations, facts, outbox, summaries, turns
+from memory_chain.tiers.sql.models import (
+    conversations,
+    fact_sources,
+    facts,
+    outbox,
+    summaries,
+    turns,
+)
 from memory_chain.tiers.sql.restore import ConversationExistsError, write_conversation
 from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
@@ -511,6 +518,9 @@ def _fill_facts(store: SQLStore) -> dict[str, str]:
     assert moved.action == "superseded"
     assert moved.replaced is not None
     assert moved.replaced.id == porto.id
+    # Said again in another conversation: one more source, no new fact.
+    again = FactDraft("I live in Berlin.", origin="extracted", conversation_id="work", turns=(1, 1))
+    assert fact_store.add("ana", again).action == "same"
     assert fact_store.edit("ana", seat.id, text="My seat is 15A.") is not None
     sister = fact_store.add("ana", FactDraft("My sister is Marta.", kind="relationship")).fact
     assert fact_store.dismiss("ana", sister.id) is not None
@@ -525,6 +535,13 @@ def _fill_facts(store: SQLStore) -> dict[str, str]:
         "sister": sister.id,
         "rex": rex.id,
     }
+
+
+def _source_rows(store: SQLStore) -> list[tuple[object, ...]]:
+    """Every ``fact_sources`` row."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(fact_sources).order_by(*fact_sources.primary_key.columns))
+        return [tuple(row) for row in rows]
 
 
 def _fact_rows(store: SQLStore) -> list[dict[str, object]]:
@@ -582,6 +599,17 @@ def test_round_trip_keeps_every_fact_with_its_history(
     }
     seat = by_id[ids["seat"]]
     assert (seat["text"], seat["status"], seat["turns"]) == ("My seat is 15A.", "current", [3, 3])
+    # Said in one conversation, its own fields say where (and, unedited, when: rex's line
+    # has no sources); the edit moved valid_from, so the line says when it was said.
+    assert "sources" not in by_id[ids["rex"]]
+    assert seat["sources"] == [
+        {"conversation_id": "trip", "turns": [3, 3], "said_at": "2026-05-01T09:02:00.123456Z"}
+    ]
+    berlin = by_id[ids["berlin"]]
+    assert [(s["conversation_id"], s["turns"]) for s in berlin["sources"]] == [
+        ("trip", [1, 2]),
+        ("work", [1, 1]),
+    ]
     (old_seat,) = [f for f in fact_lines if f["superseded_by"] == ids["seat"]]  # the edit's copy
     assert (old_seat["text"], old_seat["status"]) == ("My seat is 14C.", "superseded")
     assert old_seat["valid_from"] == "2026-05-01T09:02:00.123456Z"
@@ -603,6 +631,8 @@ def test_round_trip_keeps_every_fact_with_its_history(
     try:
         # Ids, statuses, history links, dates, provenance: every column but the vector.
         assert _fact_rows(target_store) == _fact_rows(source_store)
+        assert _source_rows(target_store) == _source_rows(source_store)
+        assert len(_source_rows(source_store)) == 5  # seat, its copy, berlin twice, rex
         assert _rows(target_store) == _rows(source_store)
         restored = FactStore(target_store.database)
         assert [f.text for f in restored.of_user("ana")] == ["My seat is 15A.", "I live in Berlin."]
@@ -650,6 +680,10 @@ def test_scoped_exports_carry_their_facts(source: Path, with_facts: dict[str, st
         ("I live in Berlin.", "current"),
     }
     assert all(f["format"] == FACT_FORMAT and f["conversation_id"] == "trip" for f in lines[1:])
+    # A fact said there too, though learnt first elsewhere.
+    work = _cli(source, "export", "--conversation", "work", "--user", "ana")
+    lines = [json.loads(line) for line in work.stdout.splitlines()]
+    assert [(f["text"], f["conversation_id"]) for f in lines[1:]] == [("I live in Berlin.", "trip")]
 
 
 def test_version_1_files_without_facts_still_import(tmp_path: Path, source: Path) -> None:
@@ -757,6 +791,15 @@ def _stored_counts(data_dir: Path) -> tuple[int, int]:
         ({"invalidated_at": None}, "a superseded fact needs invalidated_at"),
         ({"status": "current"}, "a current fact has no invalidated_at and no superseded_by"),
         ({"status": "dismissed"}, "a dismissed fact has no superseded_by"),
+        ({"sources": "trip"}, "sources must be a JSON array"),
+        ({"sources": [{"conversation_id": "a b"}]}, "invalid conversation id 'a b'"),
+        ({"sources": [{"conversation_id": "x", "turns": [2, 1]}]}, "sources[0].turns [2, 1]"),
+        ({"sources": [{"conversation_id": "x", "colour": 1}]}, "sources[0]: unknown field"),
+        ({"sources": [{"conversation_id": "x"}] * 2}, "conversation 'x' comes twice"),
+        (
+            {"conversation_id": "y", "sources": [{"conversation_id": "x"}]},
+            "conversation_id 'y' is not among the fact's sources",
+        ),
     ],
 )
 def test_invalid_fact_is_refused_with_its_line_and_what_to_fix(
@@ -897,3 +940,29 @@ def test_api_export_carries_the_callers_facts_only(tmp_path: Path) -> None:
     finally:
         source_store.engine.dispose()
         target_store.engine.dispose()
+
+
+def test_a_fact_line_without_sources_imports_with_the_one_its_fields_name(tmp_path: Path) -> None:
+    fact_id = "6c1d7f2e0a8b4d5c9f3a2b1e0d9c8b76"
+    line = {  # as version 2 wrote it, before sources
+        "format": FACT_FORMAT,
+        "version": 2,
+        "id": fact_id,
+        "user_id": "ana",
+        "text": "My seat is 14C.",
+        "conversation_id": "trip",
+        "turns": [3, 3],
+        "created_at": "2026-05-01T09:05:00.000000Z",
+        "valid_from": "2026-05-01T09:02:00.000000Z",
+    }
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    target = tmp_path / "target"
+    result = _cli(target, "import", str(path), **OFF)
+    assert result.exit_code == 0, result.output
+    store = _store(target)
+    try:
+        (fact,) = read_facts(store.engine, user_id="ana")
+        assert fact.sources == (FactSource("trip", (3, 3), datetime(2026, 5, 1, 9, 2, tzinfo=UTC)),)
+    finally:
+        store.engine.dispose()

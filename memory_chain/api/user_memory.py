@@ -54,7 +54,7 @@ def list_facts(
         str | None,
         Query(
             pattern=f"^{ID_PATTERN.pattern}$",
-            description="Only the facts learnt in this conversation.",
+            description="Only the facts said in this conversation.",
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Most facts returned.")] = 200,

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 from langchain_ollama import ChatOllama
 
 from memory_chain.chat.models import DEFAULT_WINDOW, ModelInfo
-from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.errors import MemoryChainError
 from memory_chain.extraction.prompt import build_messages, extraction_schema, split_parts
 from memory_chain.extraction.reply import ExtractedFact, ExtractionError, parse_extraction
 from memory_chain.facts.grounding import names
@@ -123,36 +123,48 @@ class FactExtractor:
         return self._trusted(found, dict(zip(labels, known, strict=True)))
 
     def file(
-        self, user_id: str, conversation_id: str, found: Sequence[ExtractedFact]
+        self,
+        user_id: str,
+        conversation_id: str,
+        found: Sequence[ExtractedFact],
+        *,
+        stored_only: bool = True,
     ) -> list[FactChange]:
         """Add the facts, origin ``"extracted"``, each pointing to its turn and valid from it.
 
         Each is decided by the one rulebook (:mod:`memory_chain.facts.rules`): a trusted
         ``replaces`` that is no longer current (superseded meanwhile) leaves the decision to
-        the subject rule there. Facts of one call never supersede one another by subject
-        (``keep``): said together, they hold together; a correction within the range is the
-        model's to label (``replaces``).
+        the subject rule there. Facts of one call never supersede one another by subject:
+        said together, they hold together; a correction within the range is the model's to
+        label (``replaces``). All are filed in one transaction with the check that the
+        conversation still exists (:meth:`FactStore.add_said
+        <memory_chain.tiers.sql.facts.FactStore.add_said>`): a conversation purged, or a
+        user erased, while the model was reading the range gets none of them (nor does a
+        conversation that was never stored, unless ``stored_only`` is ``False``).
         """
-        changes: list[FactChange] = []
-        filed: set[str] = set()
-        for fact in found:
-            draft = FactDraft(
-                fact.text,
-                kind=fact.kind,
-                origin="extracted",
-                subject=fact.subject,
-                conversation_id=conversation_id,
-                turns=(fact.turn, fact.turn),
-                valid_from=fact.said_at,
+        said = [
+            (
+                FactDraft(
+                    fact.text,
+                    kind=fact.kind,
+                    origin="extracted",
+                    subject=fact.subject,
+                    conversation_id=conversation_id,
+                    turns=(fact.turn, fact.turn),
+                    valid_from=fact.said_at,
+                ),
+                fact.replaces.id if fact.replaces is not None else None,
             )
-            replaces = fact.replaces.id if fact.replaces is not None else None
-            try:
-                change = self.facts.add(user_id, draft, replaces=replaces, keep=filed)
-            except InvalidInputError as exc:
-                logger.warning("extracted fact %r not filed: %s", fact.text, exc)
-                continue
-            changes.append(change)
-            filed.add(change.fact.id)
+            for fact in found
+        ]
+        changes = (
+            self.facts.add_said(user_id, conversation_id, said, stored_only=stored_only)
+            if said
+            else []
+        )
+        if changes is None:
+            logger.info("%s is not stored (purged?): its facts are not filed", conversation_id)
+            return []
         if changes:
             counts = Counter(change.action for change in changes)
             logger.info(

@@ -1,8 +1,11 @@
 """What memory knows about each user: facts, with their history.
 
-* :mod:`.model`: a fact (text, kind, origin, validity, store key) and a draft of one;
+* :mod:`.model`: a fact (text, kind, origin, validity, store key, the conversations it was
+  said in) and a draft of one;
+* :mod:`.checks`: what a fact's text, kind and store key must be, at every door;
 * :mod:`.rules`: the one rulebook: what a new fact does to the user's facts (same, filled,
-  added, superseded, corrected, history, past), and what a "forget ..." request names;
+  added, superseded, corrected, history, past), what a "forget ..." request names, and how
+  the facts a deleted fact superseded are re-linked;
 * :mod:`.reconcile`: the similarity tests it applies (the same fact; two values of a subject);
 * :mod:`.outdated`: recalled turns that stated a fact since retired, noted or left out.
 

@@ -71,6 +71,21 @@ class FactDraft:
 
 
 @dataclass(frozen=True, slots=True)
+class FactSource:
+    """A conversation a fact was said in.
+
+    Attributes:
+        conversation_id: The conversation (the client's id).
+        turns: The first and last turn of it that said the fact, if known.
+        said_at: When it was first said there.
+    """
+
+    conversation_id: str
+    turns: tuple[int, int] | None
+    said_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     """A stored fact.
 
@@ -92,6 +107,12 @@ class Fact:
         key: The key a LangGraph store put it under (``MemoryStore``), if any: a key names
             one current fact of its user at most; a newer value that supersedes a keyed fact
             takes its key (so that the key answers what holds now), the past one keeps it.
+        sources: Every conversation it was said in, first said first, when they were read
+            (an export reads them; other reads leave them empty). ``conversation_id`` and
+            ``turns`` are the first of them memory learnt it from (``None`` for a fact added
+            outside any conversation, by hand or through the store: a source no purge
+            removes); a fact learnt in conversations is deleted when the last of its
+            sources is purged.
     """
 
     id: str
@@ -109,6 +130,7 @@ class Fact:
     invalidated_at: datetime | None = None
     superseded_by: str | None = None
     key: str | None = None
+    sources: tuple[FactSource, ...] = ()
 
     @property
     def current(self) -> bool:
@@ -116,10 +138,36 @@ class Fact:
         return self.status == "current"
 
 
+def said_at(fact: Fact) -> datetime:
+    """When a fact stored with a conversation was said there, as its own fields tell.
+
+    The earlier of ``valid_from`` (the turn's time for a saved or learnt fact) and
+    ``created_at`` (``valid_from`` of an edited fact is the edit's time).
+    """
+    return min(fact.valid_from, fact.created_at)
+
+
+def own_source(fact: Fact) -> FactSource | None:
+    """The source a fact's own fields name (``conversation_id`` and ``turns``), if any."""
+    if fact.conversation_id is None:
+        return None
+    return FactSource(fact.conversation_id, fact.turns, said_at(fact))
+
+
+def sources_of(fact: Fact) -> tuple[FactSource, ...]:
+    """A fact's sources: those read with it, else the one its own fields name."""
+    if fact.sources:
+        return fact.sources
+    own = own_source(fact)
+    return (own,) if own is not None else ()
+
+
 def fact_json(
     fact: Fact, timestamp: Callable[[datetime], str] = datetime.isoformat
 ) -> dict[str, Any]:
     """Every field of a fact as JSON values, in one order (the export file's, the stores').
+
+    ``sources`` lists the sources read with the fact (empty when none were read).
 
     Args:
         fact: The fact.
@@ -141,4 +189,12 @@ def fact_json(
         "invalidated_at": timestamp(fact.invalidated_at) if fact.invalidated_at else None,
         "superseded_by": fact.superseded_by,
         "key": fact.key,
+        "sources": [
+            {
+                "conversation_id": source.conversation_id,
+                "turns": list(source.turns) if source.turns is not None else None,
+                "said_at": timestamp(source.said_at),
+            }
+            for source in fact.sources
+        ],
     }

@@ -47,6 +47,21 @@ The rules, in order:
 A request to forget ("forget that I smoke") is decided here too (:func:`named_by`): which
 current facts it names.
 
+**Deleting** a fact (the last conversation it was said in purged) re-links the facts it
+superseded, so that none points at a fact that no longer exists (:func:`relinked`):
+
+* it was **superseded** itself: they point at its superseder (the chain skips it);
+* it was **current**: the newest of them (:func:`held_since`) holds again (current), and the
+  others point at it: the value the deleted one had replaced is what the user's memory held
+  before the deleted conversation said otherwise;
+* it was **dismissed**: they are dismissed too. Nothing held in their place while it was
+  kept (the user had taken the value that replaced them off the record), and a purge takes
+  what a conversation said away; it never brings back what the user's memory no longer held.
+
+A fact that holds again keeps its store key unless a current fact that stays has that key
+(a key names one current fact); of two holding again under one key, the one the deleted
+fact had taken the key from gets it back.
+
 Example:
     >>> decision = decide(new, vector, current)  # doctest: +SKIP
     >>> decision.action  # doctest: +SKIP
@@ -56,7 +71,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal, get_args
 
@@ -246,3 +261,74 @@ def named_by(request: str, vector: np.ndarray | None, current: Sequence[Known]) 
         return []
     score, best = max(scored, key=lambda pair: pair[0])  # of equals, the newest
     return [best] if score >= FORGET_COSINE else []
+
+
+def relinked(
+    deleted: Sequence[Fact], pointing: Sequence[Fact], keys_held: Collection[str] = ()
+) -> list[Fact]:
+    """The facts that were superseded by deleted ones, as they hold once those are gone.
+
+    See the module docstring for the rule; nothing is read or written here.
+
+    Args:
+        deleted: The facts being deleted, as they are (statuses and links).
+        pointing: The user's facts that stay and whose ``superseded_by`` names a deleted one.
+        keys_held: The store keys of the user's current facts that stay.
+
+    Returns:
+        The facts of ``pointing``, changed: each points at a fact that stays, holds again
+        (current, its ``invalidated_at`` cleared), or is dismissed.
+    """
+    gone = {fact.id: fact for fact in deleted}
+    changed: list[Fact] = []
+    again: dict[str, list[Fact]] = {}  # by the deleted current fact they held under
+    for fact in pointing:
+        if fact.superseded_by not in gone:
+            continue
+        end, holder = _chain_end(fact.superseded_by, gone)
+        if end == "holder":
+            changed.append(replace(fact, superseded_by=holder))
+        elif end == "dismissed":
+            changed.append(replace(fact, status="dismissed", superseded_by=None))
+        else:
+            again.setdefault(str(holder), []).append(fact)
+    taken = set(keys_held)
+    newest_of = {held: max(group, key=held_since) for held, group in again.items()}
+
+    def handed_back(held: str) -> tuple[bool, str]:
+        # A key the deleted fact took over from the one holding again goes back to it first.
+        return (gone[held].key is None or gone[held].key != newest_of[held].key, held)
+
+    for held in sorted(again, key=handed_back):
+        newest, *older = sorted(again[held], key=held_since, reverse=True)
+        key = newest.key if newest.key not in taken else None
+        if key is not None:
+            taken.add(key)
+        changed.append(
+            replace(newest, status="current", invalidated_at=None, superseded_by=None, key=key)
+        )
+        changed += [replace(fact, superseded_by=newest.id) for fact in older]
+    return changed
+
+
+def _chain_end(
+    fact_id: str, gone: Mapping[str, Fact]
+) -> tuple[Literal["holder", "current", "dismissed"], str | None]:
+    """Where a chain of supersessions from the deleted fact ``fact_id`` ends.
+
+    ``("holder", id)``: at a fact that stays; ``("current", id)``: at a deleted fact that
+    was current (or superseded by nothing, or in a loop of deleted facts: a broken chain
+    counts as ending there); ``("dismissed", None)``: at a deleted dismissed fact.
+    """
+    seen: set[str] = set()
+    fact = gone[fact_id]
+    while True:
+        seen.add(fact.id)
+        if fact.status == "dismissed":
+            return "dismissed", None
+        later = fact.superseded_by
+        if fact.status == "current" or later is None or later in seen:
+            return "current", fact.id
+        if later not in gone:
+            return "holder", later
+        fact = gone[later]

@@ -36,9 +36,10 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from memory_chain.errors import InvalidInputError
+from memory_chain.facts.checks import checked_kind, checked_text
 from memory_chain.facts.model import Fact, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
-from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
+from memory_chain.tiers.sql.facts import FactStore
 
 #: The label of the facts' namespace.
 FACTS = "facts"
@@ -63,7 +64,8 @@ WRITABLE = frozenset({"text", "content", "kind", "subject"})
 
 def fact_value(fact: Fact) -> dict[str, Any]:
     """A fact as an item's value (JSON: times as ISO 8601 strings; the key is the item's)."""
-    return {k: v for k, v in fact_json(fact).items() if k not in ("id", "user_id", "key")}
+    hidden = ("id", "user_id", "key", "sources")
+    return {k: v for k, v in fact_json(fact).items() if k not in hidden}
 
 
 def item_key(fact: Fact) -> str:

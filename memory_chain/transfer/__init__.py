@@ -1,12 +1,14 @@
 """Conversations, facts and store items in and out of memory_chain as JSON Lines.
 
-``memory-chain export`` / ``import``: :mod:`.format` is the versioned line format (store-item
-lines in :mod:`.items`, the typed field readers every kind shares in :mod:`.fields`);
+``memory-chain export`` / ``import``: :mod:`.format` is the versioned line format (fact lines
+in :mod:`.fact_lines`, store-item lines in :mod:`.items`, the typed field readers every kind
+shares in :mod:`.fields`);
 :mod:`.lines` reads and writes one line of any kind; :mod:`.plan` checks an import file as a
 whole; :mod:`.jsonl` reads and writes files. The file format is documented in
 ``docs/cli.md``.
 """
 
+from memory_chain.transfer.fact_lines import fact_from_json, fact_to_json
 from memory_chain.transfer.fields import format_timestamp
 from memory_chain.transfer.format import (
     FACT_FORMAT,
@@ -16,8 +18,6 @@ from memory_chain.transfer.format import (
     STORE_ITEM_FORMAT,
     STORE_ITEM_VERSIONS,
     VERSION,
-    fact_from_json,
-    fact_to_json,
     record_from_json,
     record_to_json,
 )

@@ -27,6 +27,13 @@ dismissed facts keep the history; no vector, it is computed again)::
      "created_at": "2026-05-01T09:02:00.000000Z", "valid_from": "2026-05-01T09:02:00.000000Z",
      "invalidated_at": null, "superseded_by": null}
 
+A fact said in more than one conversation also has ``"sources"``: each conversation it was
+said in, first said first, with the first and last turn that said it and when it was first
+said there (``[{"conversation_id": "trip", "turns": [3, 3], "said_at": "..."}, ...]``); a
+purge of one of them leaves the fact to the others. Without it (files written before, and
+facts said in one conversation), the fact's ``conversation_id`` and ``turns`` are its one
+source, said at the earlier of ``valid_from`` and ``created_at``.
+
 A fact put under a LangGraph store key (``MemoryStore``) also has ``"key"``: the key, any
 string of up to 512 characters (one current fact of a user per key). Files written before
 keys had their own field held the key as the fact's ``id``: such an id (not 32 hexadecimal
@@ -89,20 +96,10 @@ Example:
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any, cast
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import (
-    FACT_ID,
-    Fact,
-    FactKind,
-    FactOrigin,
-    FactStatus,
-    fact_json,
-    keyed_id,
-)
 from memory_chain.schemas import (
     ROLES,
     ConversationInfo,
@@ -128,8 +125,6 @@ from memory_chain.transfer.fields import (
 FORMAT = "memory-chain/conversation"
 #: The ``format`` field of a fact's line.
 FACT_FORMAT = "memory-chain/fact"
-#: What a store key looked like when it was a fact's id (before the ``key`` field).
-_STORE_KEY = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 #: The ``format`` field of a store item's line.
 STORE_ITEM_FORMAT = "memory-chain/store-item"
 #: The version this package writes; :data:`READABLE_VERSIONS` are the ones it reads.
@@ -161,27 +156,6 @@ _TURN_FIELDS = frozenset({"turn_number", "role", "content", "timestamp", "tokens
 _TOKEN_FIELDS = frozenset({"total", "prompt", "completion"})
 _SUMMARY_FIELDS = frozenset(
     {"turn_range_start", "turn_range_end", "summary_text", "token_count", "created_at"}
-)
-_FACT_FIELDS = frozenset(
-    {
-        "format",
-        "version",
-        "id",
-        "user_id",
-        "text",
-        "kind",
-        "origin",
-        "status",
-        "subject",
-        "conversation_id",
-        "turns",
-        "confidence",
-        "created_at",
-        "valid_from",
-        "invalidated_at",
-        "superseded_by",
-        "key",
-    }
 )
 
 
@@ -228,18 +202,6 @@ def record_to_json(record: ConversationRecord) -> dict[str, Any]:
             for summary in record.summaries
         ],
     }
-
-
-def fact_to_json(fact: Fact) -> dict[str, Any]:
-    """A fact as the JSON object of one line (without its vector; ``key`` only if it has one).
-
-    A fact put under no store key has no ``key`` field, so that such lines stay the same
-    in every version (and readable by the versions before keys).
-    """
-    line = {"format": FACT_FORMAT, "version": VERSION, **fact_json(fact, format_timestamp)}
-    if line["key"] is None:
-        del line["key"]
-    return line
 
 
 def _tokens(value: object, where: str) -> TokenUsage | None:
@@ -343,87 +305,6 @@ def record_from_json(value: object, *, now: datetime | None = None) -> Conversat
     return ConversationRecord(info, turns, summaries)
 
 
-def _turn_range(value: object) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    pair = read_list(value, "turns")
-    if len(pair) != 2:
-        raise InvalidInputError(
-            f"turns must be [first, last] (two turn numbers) or null, got {len(pair)} values"
-        )
-    first = cast(int, read_int(pair[0], "turns[0]"))
-    return first, cast(int, read_int(pair[1], "turns[1]"))
-
-
-def _confidence(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInputError(
-            f"confidence must be a number between 0 and 1 or null, got {value!r}"
-        )
-    return float(value)
-
-
-def fact_from_json(value: object, *, now: datetime | None = None) -> Fact:
-    """Read one fact line's JSON object (see the module docstring for the format).
-
-    Args:
-        value: The parsed JSON value.
-        now: The ``created_at`` of a fact that leaves it out (default: now).
-
-    Returns:
-        The fact; :func:`~memory_chain.tiers.sql.restore.check_fact` checks it against the
-        store's rules.
-
-    Raises:
-        InvalidInputError: If the object is not a fact of a format version that has facts,
-            or a field has the wrong type; the message names the field.
-    """
-    now = now or utcnow()
-    obj = read_object(value, "the line")
-    if obj.get("format") != FACT_FORMAT:
-        raise InvalidInputError(f"format is {obj.get('format')!r}, expected {FACT_FORMAT!r}")
-    check_version(obj, FACT_VERSIONS, "facts")
-    check_fields(obj, _FACT_FIELDS, "")
-    created_at = read_time(obj.get("created_at"), "created_at", now)
-    invalidated_at = obj.get("invalidated_at")
-    user_id = read_str(obj.get("user_id"), "user_id") or ""
-    fact_id = read_str(obj.get("id"), "id") or ""
-    key = read_str(obj.get("key"), "key", optional=True)
-    superseded_by = read_str(obj.get("superseded_by"), "superseded_by", optional=True)
-    if key is None and _STORE_KEY.fullmatch(fact_id) and not FACT_ID.fullmatch(fact_id):
-        # Written before keys had their own field: the id was the store key.
-        fact_id, key = keyed_id(user_id, fact_id), fact_id
-    if (
-        superseded_by is not None
-        and _STORE_KEY.fullmatch(superseded_by)
-        and not FACT_ID.fullmatch(superseded_by)
-    ):
-        superseded_by = keyed_id(user_id, superseded_by)
-    return Fact(
-        id=fact_id,
-        user_id=user_id,
-        text=read_str(obj.get("text"), "text") or "",
-        kind=cast(FactKind, read_str(obj.get("kind", "other"), "kind")),
-        origin=cast(FactOrigin, read_str(obj.get("origin", "api"), "origin")),
-        status=cast(FactStatus, read_str(obj.get("status", "current"), "status")),
-        created_at=created_at,
-        valid_from=read_time(obj.get("valid_from"), "valid_from", created_at),
-        subject=read_str(obj.get("subject"), "subject", optional=True),
-        conversation_id=read_str(obj.get("conversation_id"), "conversation_id", optional=True),
-        turns=_turn_range(obj.get("turns")),
-        confidence=_confidence(obj.get("confidence")),
-        invalidated_at=(
-            None
-            if invalidated_at is None
-            else read_time(invalidated_at, "invalidated_at", created_at)
-        ),
-        superseded_by=superseded_by,
-        key=key,
-    )
-
-
 __all__ = [
     "FACT_FORMAT",
     "FACT_VERSIONS",
@@ -432,8 +313,6 @@ __all__ = [
     "STORE_ITEM_FORMAT",
     "STORE_ITEM_VERSIONS",
     "VERSION",
-    "fact_from_json",
-    "fact_to_json",
     "format_timestamp",
     "record_from_json",
     "record_to_json",

@@ -89,7 +89,7 @@ def export_jsonl(
     """Write conversations, then facts, then store items to ``out``, one JSON object per line.
 
     Conversations come oldest first; then the facts of every status, by user and oldest
-    first: every user's (or ``user_id``'s), or with ``conversation_id`` the facts learnt in
+    first: every user's (or ``user_id``'s), or with ``conversation_id`` the facts said in
     the conversations of that id; then every user's (or ``user_id``'s) store items, by user,
     namespace and key. With ``conversation_id`` there are no store items: they belong to a
     user, not to a conversation.
@@ -98,7 +98,7 @@ def export_jsonl(
         engine: The tier-2 engine (the schema must exist).
         out: A text stream (UTF-8 for files).
         user_id: Only this user's conversations, facts and store items.
-        conversation_id: Only this conversation and the facts learnt in it.
+        conversation_id: Only this conversation and the facts said in it.
         progress: Called after each conversation with (done, total).
 
     Returns:

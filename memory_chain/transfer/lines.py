@@ -24,13 +24,12 @@ from memory_chain.facts.model import Fact
 from memory_chain.tiers.sql.restore import check_fact, check_record
 from memory_chain.tiers.sql.rows import ConversationRecord
 from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace
+from memory_chain.transfer.fact_lines import fact_from_json, fact_to_json
 from memory_chain.transfer.fields import read_object
 from memory_chain.transfer.format import (
     FACT_FORMAT,
     FORMAT,
     STORE_ITEM_FORMAT,
-    fact_from_json,
-    fact_to_json,
     record_from_json,
     record_to_json,
 )

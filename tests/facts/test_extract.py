@@ -127,6 +127,13 @@ def facts(sqlite_store: SQLStore, embeddings: SentenceEmbeddings) -> FactStore:
     return FactStore(sqlite_store.database, embed=embeddings.embed_documents)
 
 
+def stored(store: SQLStore, conversation_id: str, chat: list[Turn]) -> None:
+    """Store ``chat`` as the user ana's conversation: facts are filed only for a stored one."""
+    store.append_turns(
+        conversation_id, [NewTurn(t.role, t.content, t.timestamp) for t in chat], user_id="ana"
+    )
+
+
 # -- the schema ---------------------------------------------------------------------------------
 
 
@@ -370,7 +377,9 @@ def test_the_known_facts_are_labelled_and_chat_ollama_gets_the_schema(facts: Fac
 # -- reconciliation -------------------------------------------------------------------------------
 
 
-def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
+def test_replaces_is_trusted_only_for_a_similar_fact(
+    facts: FactStore, sqlite_store: SQLStore
+) -> None:
     # Known since before the chat (1 May): a correction never retires a value that started
     # to hold after it was said (facts/rules.py), so the known facts must be older.
     april = datetime(2026, 4, 1, tzinfo=UTC)
@@ -393,6 +402,8 @@ def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
         ("I live in Berlin now.", paris.id),
         ("My dog is called Rex.", None),  # about something else: the store's rule decides
     ]
+    assert extractor.file("ana", "moving", found) == []  # no such conversation: not filed
+    stored(sqlite_store, "moving", chat)
     changes = extractor.file("ana", "moving", found)
     assert [c.action for c in changes] == ["corrected", "added"]
     assert {f.text for f in facts.of_user("ana")} == {
@@ -405,8 +416,11 @@ def test_replaces_is_trusted_only_for_a_similar_fact(facts: FactStore) -> None:
     assert [c.action for c in again] == ["same"]
 
 
-def test_facts_of_one_range_do_not_supersede_one_another(facts: FactStore) -> None:
+def test_facts_of_one_range_do_not_supersede_one_another(
+    facts: FactStore, sqlite_store: SQLStore
+) -> None:
     chat = turns("My brother Marek just opened a bike shop. I helped him paint the sign.", "Nice!")
+    stored(sqlite_store, "shop", chat)
     extractor = FactExtractor(
         Scripted(
             replies=[
@@ -634,6 +648,7 @@ def test_the_embedded_model_learns_a_clearly_stated_fact(
     assert any("Mia" in f.text for f in found), found
     said = Evidence.of(t.content for t in chat if t.role == "user")
     assert all(grounded(f.text, said) and f.turn in (1, 3) for f in found)
+    stored(sqlite_store, "party", chat)
     changes = extractor.file("ana", "party", found)
     assert changes
     assert all(c.fact.origin == "extracted" for c in changes)

@@ -600,3 +600,77 @@ def test_0013_gives_store_keys_their_own_column_and_downgrades(sql_url: str) -> 
         assert back == {"diet": None, "b" * 32: "diet", hexed: None}
     finally:
         engine.dispose()
+
+
+def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
+    from sqlalchemy import text
+
+    engine = create_sql_engine(sql_url)
+    try:
+        upgrade(engine, "0013")
+        rows = [  # id, conversation, turns, created_at, valid_from
+            ("a" * 32, "trip", (3, 4), "2026-12-05 10:00:00", "2026-12-01 09:00:00"),  # learnt
+            ("b" * 32, "home", (1, 1), "2026-12-05 10:00:00", "2026-12-09 10:00:00"),  # edited
+            ("c" * 32, None, None, "2026-12-05 10:00:00", "2026-12-05 10:00:00"),  # by hand
+            ("d" * 32, None, None, "2026-12-01 10:00:00", "2026-12-01 10:00:00"),  # see below
+        ]
+        with engine.begin() as conn:
+            for fact_id, conversation, turns, created, valid in rows:
+                conn.execute(
+                    text(
+                        "INSERT INTO facts (id, user_id, text, kind, origin, status, "
+                        "conversation_id, first_turn, last_turn, created_at, valid_from) VALUES "
+                        "(:id, 'ana', 'a fact', 'other', 'api', 'current', :conversation, "
+                        ":first, :last, :created, :valid)"
+                    ),
+                    {
+                        "id": fact_id,
+                        "conversation": conversation,
+                        "first": turns[0] if turns else None,
+                        "last": turns[1] if turns else None,
+                        "created": created,
+                        "valid": valid,
+                    },
+                )
+            # Superseded by a fact a purge took (as purges did): it dangles.
+            conn.execute(
+                text(
+                    "UPDATE facts SET status = 'superseded', superseded_by = :gone, "
+                    "invalidated_at = '2026-12-02 10:00:00' WHERE id = :id"
+                ),
+                {"gone": "e" * 32, "id": "d" * 32},
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            repaired = conn.execute(
+                text("SELECT status, superseded_by FROM facts WHERE id = :id"), {"id": "d" * 32}
+            ).one()
+        assert tuple(repaired) == ("dismissed", None)  # as it was treated: nothing in its place
+        query = text(
+            "SELECT fact_id, user_id, conversation_id, first_turn, last_turn, said_at "
+            "FROM fact_sources ORDER BY fact_id"
+        )
+        with engine.connect() as conn:
+            sources = [(*row[:5], str(row[5])[:19]) for row in conn.execute(query)]
+        assert sources == [
+            ("a" * 32, "ana", "trip", 3, 4, "2026-12-01 09:00:00"),  # when it was said
+            ("b" * 32, "ana", "home", 1, 1, "2026-12-05 10:00:00"),  # not when it was edited
+        ]
+        indexes = {i["name"]: i for i in inspect(engine).get_indexes("fact_sources")}
+        columns = indexes["idx_fact_sources_user_conv"]["column_names"]
+        assert columns == ["user_id", "conversation_id"]
+        downgrade(engine, "0013")
+        assert "fact_sources" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            kept = conn.execute(text("SELECT id, conversation_id FROM facts ORDER BY id")).all()
+        assert [tuple(row) for row in kept] == [
+            ("a" * 32, "trip"),
+            ("b" * 32, "home"),
+            ("c" * 32, None),
+            ("d" * 32, None),
+        ]
+        upgrade(engine)
+        with engine.connect() as conn:
+            assert [row[0] for row in conn.execute(query)] == ["a" * 32, "b" * 32]
+    finally:
+        engine.dispose()

@@ -12,8 +12,9 @@ must not hold the connections every other request needs. What an export then giv
 
 * **each conversation as of one moment**: its row, its turns and its summaries are read in one
   transaction, so its counters agree with its turns and every summary covers stored turns;
-* **each user's facts as of one moment**: all of them (every status) in one transaction, so a
-  fact superseded meanwhile is not exported both as current and as replaced by one missing;
+* **each user's facts as of one moment**: all of them (every status) and their sources in one
+  transaction, so a fact superseded meanwhile is not exported both as current and as
+  replaced by one missing;
 * **each page of store items as of one moment** (items do not refer to each other);
 * not the whole export as of one moment: a conversation, fact or item written while the
   export runs may or may not be in it, and one deleted meanwhile may still be. Conversations
@@ -41,8 +42,16 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, func, select, tuple_
 
 from memory_chain.facts.model import Fact
+from memory_chain.tiers.sql.fact_sources import said_in, with_sources
 from memory_chain.tiers.sql.fact_writes import fact_from_row
-from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
+from memory_chain.tiers.sql.models import (
+    conversations,
+    fact_sources,
+    facts,
+    store_items,
+    summaries,
+    turns,
+)
 from memory_chain.tiers.sql.rows import (
     ConversationRecord,
     conversation_from_row,
@@ -158,11 +167,13 @@ def read_facts(
     Args:
         engine: The tier-2 engine.
         user_id: Only this user's facts.
-        conversation_id: Only the facts learnt in conversations of this id (of ``user_id``,
-            or of every user).
+        conversation_id: Only the facts said in conversations of this id (of ``user_id``,
+            or of every user): those it is one of the sources of.
 
     Yields:
-        The facts, ordered by user id, then ``created_at`` (then id).
+        The facts, ordered by user id, then ``created_at`` (then id), each with its
+        sources (:attr:`~memory_chain.facts.model.Fact.sources`), read in the same
+        transaction.
     """
     users = [user_id] if user_id is not None else _users_with_facts(engine, conversation_id)
     for user in users:
@@ -171,10 +182,11 @@ def read_facts(
             .where(facts.c.user_id == user)
             .order_by(facts.c.created_at, facts.c.id)
         )
-        if conversation_id is not None:  # facts hold the client's conversation id
-            statement = statement.where(facts.c.conversation_id == conversation_id)
+        if conversation_id is not None:  # sources hold the client's conversation id
+            statement = statement.where(facts.c.id.in_(said_in(user, [conversation_id])))
         with _reading(engine) as conn:
             found = [fact_from_row(row) for row in conn.execute(statement)]
+            found = with_sources(conn, user, found)
         yield from found
 
 
@@ -184,9 +196,12 @@ def _users_with_facts(engine: Engine, conversation_id: str | None) -> Iterator[s
     while True:
         statement = select(facts.c.user_id).where(facts.c.user_id > last)
         if conversation_id is not None:
-            statement = statement.where(facts.c.conversation_id == conversation_id)
+            statement = select(fact_sources.c.user_id).where(
+                fact_sources.c.user_id > last, fact_sources.c.conversation_id == conversation_id
+            )
+        column = statement.selected_columns[0]
         with _reading(engine) as conn:
-            user = conn.execute(statement.order_by(facts.c.user_id).limit(1)).scalar()
+            user = conn.execute(statement.order_by(column).limit(1)).scalar()
         if user is None:
             return
         yield user
@@ -237,7 +252,7 @@ def read_export(
     Args:
         engine: The tier-2 engine.
         user_id: Only this user's conversations, facts and store items.
-        conversation_id: Only conversations of this id and the facts learnt in them.
+        conversation_id: Only conversations of this id and the facts said in them.
 
     Yields:
         Every conversation in creation order, then every fact (by user, oldest first), then

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,9 @@ from sqlalchemy import Connection, func, select, update
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import STATUSES, Fact
 from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.fact_sources import said_in
 from memory_chain.tiers.sql.fact_writes import fact_from_row, vector_bytes
-from memory_chain.tiers.sql.models import facts
+from memory_chain.tiers.sql.models import fact_sources, facts
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class FactReader:
         Args:
             user_id: Whose.
             statuses: Which (``"current"``, ``"superseded"``, ``"dismissed"``).
-            conversation_id: Only those learnt in this conversation.
+            conversation_id: Only those said in this conversation (one of their sources).
             limit: At most this many.
         """
         unknown = set(statuses) - set(STATUSES)
@@ -97,7 +98,7 @@ class FactReader:
             .order_by(facts.c.valid_from.desc(), facts.c.created_at.desc(), facts.c.id)
         )
         if conversation_id is not None:
-            statement = statement.where(facts.c.conversation_id == conversation_id)
+            statement = statement.where(facts.c.id.in_(said_in(user_id, [conversation_id])))
         if limit is not None:
             statement = statement.limit(limit)
         return [fact_from_row(row) for row in self.database.read(statement)]
@@ -105,7 +106,7 @@ class FactReader:
     def retired(
         self, user_id: str, conversation_ids: Collection[str]
     ) -> list[tuple[Fact, Fact | None]]:
-        """The user's retired facts learnt in these conversations, each with what holds now.
+        """The user's retired facts said in these conversations, each with what holds now.
 
         Args:
             user_id: Whose.
@@ -114,18 +115,35 @@ class FactReader:
         Returns:
             The superseded and dismissed facts, each with the current fact that replaced it
             (through every later supersession), or ``None`` when nothing holds in its place
-            (dismissed, or its replacement dismissed since).
+            (dismissed, or its replacement dismissed since). A fact said in several of the
+            conversations comes once for each, its ``conversation_id`` and ``turns`` that
+            source's, so that every turn that said it is found.
         """
         if not conversation_ids:
             return []
+        source = fact_sources.c
         rows = self.database.read(
-            select(facts).where(
-                facts.c.user_id == user_id,
+            select(
+                facts,
+                source.conversation_id.label("said_in"),
+                source.first_turn.label("said_first"),
+                source.last_turn.label("said_last"),
+            )
+            .join(fact_sources, source.fact_id == facts.c.id)
+            .where(
+                source.user_id == user_id,
+                source.conversation_id.in_(sorted(set(conversation_ids))),
                 facts.c.status != "current",
-                facts.c.conversation_id.in_(sorted(set(conversation_ids))),
             )
         )
-        retired = [fact_from_row(row) for row in rows]
+        retired = [
+            replace(
+                fact_from_row(row),
+                conversation_id=row.said_in,
+                turns=(row.said_first, row.said_last) if row.said_first is not None else None,
+            )
+            for row in rows
+        ]
         known = {fact.id: fact for fact in retired}
         wanted = {f.superseded_by for f in retired if f.superseded_by} - known.keys()
         for _ in range(MAX_SUPERSESSIONS):
@@ -222,13 +240,17 @@ class FactReader:
 
     def _embedding(self, text: str) -> bytes | None:
         """``text``'s vector as stored (normalized float32), or ``None`` without one."""
-        if self.embed is None:
-            return None
+        return self._embeddings([text])[0]
+
+    def _embeddings(self, texts: Sequence[str]) -> list[bytes | None]:
+        """The vectors of ``texts`` as stored (one call of the model), ``None`` without one."""
+        if self.embed is None or not texts:
+            return [None] * len(texts)
         try:
-            return vector_bytes(self.embed([text])[0])
+            return [vector_bytes(vector) for vector in self.embed(list(texts))]
         except MemoryChainError as exc:
             logger.warning("not embedded (facts are matched by their words): %s", exc)
-            return None
+            return [None] * len(texts)
 
     def _embed_unscored(self, user_id: str) -> None:
         """Embed the user's current facts stored without a vector."""

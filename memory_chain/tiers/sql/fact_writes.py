@@ -20,10 +20,11 @@ from typing import Any, cast
 import numpy as np
 from sqlalchemy import Connection, insert, select, update
 
-from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus
+from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus, own_source
 from memory_chain.facts.reconcile import Known
 from memory_chain.facts.rules import Decision, FactChange
 from memory_chain.schemas import as_utc
+from memory_chain.tiers.sql.fact_sources import add_sources, copy_sources, said_again
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
 
@@ -163,7 +164,10 @@ def carry_out(
 
     A keyed fact retired in favour of one without a key hands its key on, so that the key
     names what holds now (the retired fact keeps it too, as history); the retirement is
-    written first, so that one current fact has the key at any time.
+    written first, so that one current fact has the key at any time. A new fact is stored
+    with its source; a known fact said again (no new row: ``same``, ``filled``, ``past``,
+    ``corrected`` through it) keeps the new fact's conversation as one more source
+    (:func:`~.fact_sources.said_again`), so that it outlives the purge of either.
 
     Args:
         conn: The transaction that read the facts the decision was taken from.
@@ -201,8 +205,13 @@ def carry_out(
     )
     if decision.store is not None:
         conn.execute(insert(facts).values(**fact_values(fact, embedding)))
-    elif changes:
-        conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes))
+        add_sources(conn, fact)
+    else:
+        if changes:
+            conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes))
+        source = own_source(new)
+        if source is not None:  # the known fact said again: one more place it was said
+            said_again(conn, fact, source)
     return FactChange(decision.action, fact, replaced, stored=decision.store is not None)
 
 
@@ -230,6 +239,7 @@ def edit_row(
         old, id=uuid.uuid4().hex, status="superseded", invalidated_at=now, superseded_by=old.id
     )
     conn.execute(insert(facts).values(**fact_values(history, row.embedding)))
+    copy_sources(conn, old.id, history.id)  # the copy goes with the fact
     values: dict[str, Any] = {"valid_from": naive_utc(now), "origin": "api"}
     if text is not None:
         values.update(text=text, embedding=embedding)

@@ -10,8 +10,10 @@ history, ...) is decided by :mod:`memory_chain.facts.rules` from the facts the w
 transaction reads, holding the user's lock (one change of a user's facts at a time, across
 replicas); :mod:`.fact_writes` carries the decision out. Changes keep history: an edit keeps
 the fact's id (clients hold it) and files the old text as a superseded copy; a superseded or
-dismissed fact stays, with the moment it stopped holding. Only a purge of the conversation a
-fact came from, or of the user, deletes rows.
+dismissed fact stays, with the moment it stopped holding. Each conversation a fact was said
+in is kept (:mod:`.fact_sources`); only a purge of the last of them, or of the user, deletes
+a fact (:mod:`.fact_purge`). A consolidation files a range's facts in one transaction with
+the check that its conversation still exists (:meth:`FactStore.add_said`).
 
 Example:
     >>> facts = FactStore(store.database, embed=embeddings.embed_documents)  # doctest: +SKIP
@@ -25,15 +27,13 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from sqlalchemy import Connection, delete, insert, select
 
 from memory_chain.errors import InvalidInputError, StorageConflictError
+from memory_chain.facts.checks import checked_key, checked_kind, checked_text
 from memory_chain.facts.model import (
-    KINDS,
-    MAX_FACT_CHARS,
-    MAX_KEY_CHARS,
     ORIGINS,
     Fact,
     FactDraft,
@@ -42,8 +42,8 @@ from memory_chain.facts.model import (
 from memory_chain.facts.reconcile import normalized
 from memory_chain.facts.rules import FactChange, decide, named_by
 from memory_chain.schemas import as_utc, utcnow, validate_id
-from memory_chain.storable import check_text
 from memory_chain.tiers.sql.fact_reads import FactReader
+from memory_chain.tiers.sql.fact_sources import add_sources
 from memory_chain.tiers.sql.fact_writes import (
     carry_out,
     current_facts,
@@ -57,58 +57,12 @@ from memory_chain.tiers.sql.fact_writes import (
     retire,
     vector_of,
 )
-from memory_chain.tiers.sql.models import facts
+from memory_chain.tiers.sql.models import conversations, fact_sources, facts
+from memory_chain.tiers.sql.rows import stored_id
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def checked_text(text: object) -> str:
-    """A fact's text, trimmed.
-
-    Raises:
-        InvalidInputError: If it is not a string, empty, or too long.
-    """
-    if not isinstance(text, str):
-        raise InvalidInputError("a fact's text must be a string")
-    cleaned = check_text(text, "a fact's text").strip()
-    if not cleaned:
-        raise InvalidInputError("a fact's text must not be empty")
-    if len(cleaned) > MAX_FACT_CHARS:
-        raise InvalidInputError(
-            f"a fact's text has {len(cleaned):,} characters, more than {MAX_FACT_CHARS:,}: "
-            "state it in a sentence or two"
-        )
-    return cleaned
-
-
-def checked_key(key: object) -> str:
-    """A store key, as given: any string of 1 to :data:`MAX_KEY_CHARS` characters.
-
-    Raises:
-        InvalidInputError: If it is not a string, empty, too long, or holds a character the
-            database cannot store (NUL, a lone surrogate).
-    """
-    if not isinstance(key, str) or not key:
-        raise InvalidInputError(f"a fact's key is a non-empty string, got {key!r}")
-    if len(key) > MAX_KEY_CHARS:
-        raise InvalidInputError(
-            f"a fact's key has {len(key):,} characters, more than {MAX_KEY_CHARS}: use a "
-            "shorter one (uuid.uuid4().hex takes 32)"
-        )
-    return check_text(key, "a fact's key")
-
-
-def checked_kind(kind: object) -> FactKind:
-    """A fact's kind.
-
-    Raises:
-        InvalidInputError: If it is not one of :data:`~memory_chain.facts.model.KINDS`.
-    """
-    if kind not in KINDS:
-        raise InvalidInputError(f"unknown fact kind {kind!r}: use one of {', '.join(KINDS)}")
-    return cast(FactKind, kind)
 
 
 class FactStore(FactReader):
@@ -200,6 +154,57 @@ class FactStore(FactReader):
 
         def work(conn: Connection) -> FactChange:
             return _add(conn, new, embedding, replaces=replaces, keep=keep)
+
+        return self._write([user_id], work)
+
+    def add_said(
+        self,
+        user_id: str,
+        conversation_id: str,
+        said: Sequence[tuple[FactDraft, str | None]],
+        *,
+        stored_only: bool = True,
+    ) -> list[FactChange] | None:
+        """Add the facts said in a range of a conversation, if the conversation still exists.
+
+        One transaction, holding the user's lock, checks that the conversation exists and
+        adds every fact (each decided as :meth:`add` decides, in order; the facts of the
+        range never supersede one another by subject: said together, they hold together).
+        A purge holds the same lock: it runs wholly before (nothing is added) or wholly
+        after (it deletes what was added), so that no fact of a purged conversation stays.
+        A draft that is not a valid fact is left out (logged).
+
+        Args:
+            user_id: Whose.
+            conversation_id: Where the facts were said (every draft's conversation).
+            said: Each fact, with the current fact it corrects (``replaces``), if any.
+            stored_only: Add nothing unless the conversation is stored (``False``: facts of
+                turns that are not stored, as a benchmark replays them, are added all the
+                same).
+
+        Returns:
+            What adding each did, or ``None`` when the conversation no longer exists.
+        """
+        checked: list[tuple[Fact, str | None]] = []
+        for draft, replaces in said:
+            try:
+                new = self._new_fact(user_id, replace(draft, conversation_id=conversation_id))
+            except InvalidInputError as exc:
+                logger.warning("fact %r not filed: %s", draft.text, exc)
+                continue
+            checked.append((new, replaces))
+        embeddings = self._embeddings([new.text for new, _ in checked])
+        key = stored_id(user_id, conversation_id)
+
+        def work(conn: Connection) -> list[FactChange] | None:
+            exists = select(conversations.c.id).where(conversations.c.conversation_id == key)
+            if stored_only and conn.execute(exists.with_for_update(read=True)).first() is None:
+                return None
+            changes: list[FactChange] = []
+            for (new, replaces), embedding in zip(checked, embeddings, strict=True):
+                keep = {change.fact.id for change in changes}
+                changes.append(_add(conn, new, embedding, replaces=replaces, keep=keep))
+            return changes
 
         return self._write([user_id], work)
 
@@ -354,7 +359,10 @@ class FactStore(FactReader):
     # -- export and import -----------------------------------------------------------------
 
     def restore(self, facts_: Sequence[Fact]) -> int:
-        """Store facts as they were exported (ids, statuses and dates kept).
+        """Store facts as they were exported (ids, statuses, dates and sources kept).
+
+        A fact read without sources (a file written before they were exported) gets the
+        one its ``conversation_id`` and turns name.
 
         A fact whose id is stored already is left as it is (an import is idempotent). The
         transaction holds the lock of every user whose facts it stores.
@@ -375,6 +383,7 @@ class FactStore(FactReader):
             fresh = [fact for fact in facts_ if fact.id not in known]
             for fact in fresh:
                 conn.execute(insert(facts).values(**fact_values(fact, None)))
+                add_sources(conn, fact)
             return len(fresh)
 
         return self._write({fact.user_id for fact in facts_}, work)
@@ -383,6 +392,7 @@ class FactStore(FactReader):
         """Delete every fact of a user (rows, history included); how many there were."""
 
         def work(conn: Connection) -> int:
+            conn.execute(delete(fact_sources).where(fact_sources.c.user_id == user_id))
             return int(conn.execute(delete(facts).where(facts.c.user_id == user_id)).rowcount)
 
         return self._write([user_id], work)

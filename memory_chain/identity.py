@@ -46,13 +46,10 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from memory_chain.errors import AuthenticationError, IdentityRefusedError, InvalidInputError
 from memory_chain.schemas import validate_id
-
-if TYPE_CHECKING:
-    from memory_chain.config import MemorySettings
 
 #: Headers naming the user, as a front end forwards them (lower case, as HTTP compares them).
 USER_HEADERS = ("x-openwebui-user-id", "x-user-id")
@@ -67,6 +64,39 @@ NO_USER_HEADER = (
     "unset), so that each account keeps its own memory; only if every user of this front end "
     f"may share one memory, set {SHARED_USER_ENV}=true on memory_chain"
 )
+
+
+class IdentitySettings(Protocol):
+    """The settings who the caller is depends on.
+
+    :class:`~memory_chain.config.MemorySettings` has them; this module does not import it,
+    since the settings check their names here (:func:`check_reserved_names`).
+    """
+
+    @property
+    def api_keys(self) -> Mapping[str, str]:
+        """API key -> user id."""
+        ...
+
+    @property
+    def proxy_api_keys(self) -> Mapping[str, str]:
+        """API key -> namespace of a front end's users."""
+        ...
+
+    @property
+    def proxy_shared_user(self) -> bool:
+        """Whether a proxy request without a user header acts as the namespace."""
+        ...
+
+    @property
+    def default_user_id(self) -> str:
+        """The user of keyless and in-process callers that name none."""
+        ...
+
+    @property
+    def keys_required(self) -> bool:
+        """Whether requests must present an API key."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +139,7 @@ class Caller:
         return cls(named_user=user, holds_stores=True)
 
 
-def identify(settings: MemorySettings, caller: Caller) -> str:
+def identify(settings: IdentitySettings, caller: Caller) -> str:
     """The user a caller acts as (see the module docstring for the rules).
 
     Args:
@@ -159,7 +189,7 @@ def user_named(user: object, default: str | None) -> str:
     return validate_id(default if user is None else user, "user id")
 
 
-def authenticate(settings: MemorySettings, key: str | None) -> None:
+def authenticate(settings: IdentitySettings, key: str | None) -> None:
     """Check the key of a request that reads no one's memory (the model list).
 
     Raises:
@@ -171,7 +201,7 @@ def authenticate(settings: MemorySettings, key: str | None) -> None:
         raise AuthenticationError(MISSING_KEY)
 
 
-def _keyed_user(settings: MemorySettings, caller: Caller) -> str:
+def _keyed_user(settings: IdentitySettings, caller: Caller) -> str:
     """The user of a key; headers only name a proxy key's user."""
     if caller.key is not None:
         user = match_key(caller.key, settings.api_keys)
@@ -183,7 +213,7 @@ def _keyed_user(settings: MemorySettings, caller: Caller) -> str:
     raise AuthenticationError(MISSING_KEY)
 
 
-def _proxied_user(settings: MemorySettings, namespace: str, caller: Caller) -> str:
+def _proxied_user(settings: IdentitySettings, namespace: str, caller: Caller) -> str:
     forwarded = _header_user(caller)
     if forwarded is None:
         if settings.proxy_shared_user:

@@ -43,10 +43,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    from memory_chain.config import MemorySettings
+from typing import Final, Literal, Protocol
 
 #: The names of this machine's loopback interface, trusted whatever the settings say.
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
@@ -63,6 +60,29 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 
 #: How an accepted ``Origin`` relates to the server: its own page, or a listed one.
 OriginVerdict = Literal["own", "listed"]
+
+
+class WebSettings(Protocol):
+    """The settings the policy is built from.
+
+    :class:`~memory_chain.config.MemorySettings` has them; this module does not import it,
+    since the settings check their entries here (:func:`host_entry`, :func:`origin_entry`).
+    """
+
+    @property
+    def server_host(self) -> str:
+        """The address the server binds."""
+        ...
+
+    @property
+    def trusted_hosts(self) -> list[str]:
+        """Host names the server answers to besides the loopback names."""
+        ...
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        """Origins of other sites' pages that may call the API."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -253,7 +273,7 @@ class WebPolicy:
         )
 
     @classmethod
-    def from_settings(cls, settings: MemorySettings) -> WebPolicy:
+    def from_settings(cls, settings: WebSettings) -> WebPolicy:
         """The policy of ``trusted_hosts``, ``allowed_origins`` and ``server_host``."""
         return cls.build(settings.trusted_hosts, settings.allowed_origins, settings.server_host)
 

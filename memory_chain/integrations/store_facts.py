@@ -38,7 +38,8 @@ from langchain_core.embeddings import Embeddings
 from memory_chain.errors import InvalidInputError
 from memory_chain.facts.model import Fact, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
-from memory_chain.tiers.sql.facts import FactStore, checked_kind, checked_text
+from memory_chain.tiers.sql.fact_checks import checked_kind, checked_text
+from memory_chain.tiers.sql.facts import FactStore
 
 #: The label of the facts' namespace.
 FACTS = "facts"

@@ -2,11 +2,11 @@
 
 :class:`~memory_chain.tiers.sql.facts.FactStore` opens one write transaction per change,
 holding the user's fact lock (:func:`facts_lock`), reads the user's facts here
-(:func:`current_facts`, :func:`past_facts`, :func:`fact_of`), asks the rulebook
-(:mod:`memory_chain.facts.rules`) what to do, and carries the decision out here
+(:func:`current_facts`, :func:`fact_of`) and in :mod:`.fact_adds` (found by index), asks the
+rulebook (:mod:`memory_chain.facts.rules`) what to do, and carries the decision out here
 (:func:`carry_out`, :func:`edit_row`, :func:`retire`). Nothing here decides; each function
 writes what it is told to, and the rows' conversions (:func:`fact_from_row`,
-:func:`fact_values`) live here too.
+:func:`fact_values`, with the lookup keys of :mod:`.fact_keys`) live here too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus
 from memory_chain.facts.reconcile import Known
 from memory_chain.facts.rules import Decision, FactChange
 from memory_chain.schemas import as_utc
+from memory_chain.tiers.sql.fact_keys import key_values, subject_digest, text_key
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
 
@@ -86,6 +87,8 @@ def fact_values(fact: Fact, embedding: bytes | None) -> dict[str, Any]:
         "superseded_by": fact.superseded_by,
         "embedding": embedding,
         "store_key": fact.key,
+        "text_key": text_key(fact.text),
+        "subject_key": subject_digest(fact.subject),
     }
 
 
@@ -101,14 +104,6 @@ def current_facts(conn: Connection, user_id: str) -> list[Known]:
     """The user's current facts, with their vectors."""
     rows = conn.execute(
         select(facts).where(facts.c.user_id == user_id, facts.c.status == "current")
-    ).all()
-    return [Known(fact_from_row(row), vector_of(row.embedding)) for row in rows]
-
-
-def past_facts(conn: Connection, user_id: str) -> list[Known]:
-    """The user's superseded and dismissed facts, with their vectors."""
-    rows = conn.execute(
-        select(facts).where(facts.c.user_id == user_id, facts.c.status != "current")
     ).all()
     return [Known(fact_from_row(row), vector_of(row.embedding)) for row in rows]
 
@@ -202,7 +197,8 @@ def carry_out(
     if decision.store is not None:
         conn.execute(insert(facts).values(**fact_values(fact, embedding)))
     elif changes:
-        conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes))
+        keys = key_values(subject=changes.get("subject"))
+        conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes, **keys))
     return FactChange(decision.action, fact, replaced, stored=decision.store is not None)
 
 
@@ -232,7 +228,7 @@ def edit_row(
     conn.execute(insert(facts).values(**fact_values(history, row.embedding)))
     values: dict[str, Any] = {"valid_from": naive_utc(now), "origin": "api"}
     if text is not None:
-        values.update(text=text, embedding=embedding)
+        values.update(text=text, embedding=embedding, **key_values(text=text))
     if kind is not None:
         values["kind"] = kind
     conn.execute(update(facts).where(facts.c.id == old.id).values(**values))

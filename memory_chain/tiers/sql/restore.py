@@ -34,7 +34,7 @@ from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import FACT_ID, ORIGINS, STATUSES, Fact
 from memory_chain.schemas import NewTurn, Summary, validate_id, validate_new_turns, validate_status
 from memory_chain.storable import check_text
-from memory_chain.tiers.sql.facts import checked_key, checked_kind, checked_text
+from memory_chain.tiers.sql.fact_checks import checked_key, checked_kind, checked_text
 from memory_chain.tiers.sql.models import conversations, facts, store_items, summaries, turns
 from memory_chain.tiers.sql.outbox import enqueue_range
 from memory_chain.tiers.sql.rows import (

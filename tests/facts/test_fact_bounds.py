@@ -222,6 +222,37 @@ def test_a_read_with_the_version_unchanged_reads_one_row_and_the_page(store: SQL
     assert seen.binds() <= 10 + 2
 
 
+def test_a_turn_and_an_add_read_by_key_never_every_current_fact(tmp_path: Any) -> None:
+    """SQLite's plan of every statement a warm read, ``retired`` and an add run."""
+    from memory_chain.tiers.sql import upgrade
+
+    engine = create_sql_engine(f"sqlite:///{tmp_path / 'plans.db'}")
+    upgrade(engine)
+    try:
+        facts = FactStore(SQLStore(engine).database, embed=_embed, max_facts=500)
+        for number in range(300):
+            subject = "home" if number % 50 == 0 else None
+            facts.add("ana", FactDraft(f"Fact number {number}.", subject=subject))
+        query = np.asarray(_embed(["Fact number 7."])[0], dtype="<f4")
+        facts.profile("ana", query)
+        with Statements(engine) as seen:
+            facts.profile("ana", query)
+            facts.retired("ana", ["trip", "home"])
+            facts.add("ana", FactDraft("I live in Lisbon.", subject="home", origin="extracted"))
+        plans = []
+        with engine.connect() as conn:
+            for statement, params in seen.seen:
+                if statement.startswith("SELECT"):
+                    plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
+                    plans.append((statement, " / ".join(str(row[3]) for row in plan)))
+        assert len(plans) >= 6
+        for statement, plan in plans:
+            assert "USING INDEX idx_facts_user_status" not in plan, (statement, plan)
+            assert not plan.startswith("SCAN"), (statement, plan)
+    finally:
+        engine.dispose()
+
+
 def test_the_matrix_an_add_keeps_is_what_a_fresh_read_gives(store: SQLStore) -> None:
     facts = FactStore(store.database, embed=_embed, max_facts=100)
     start = datetime(2026, 1, 1, tzinfo=UTC)

@@ -26,9 +26,10 @@ the limit together.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, func, select
 
 from memory_chain import metrics
 from memory_chain.errors import FactLimitError
@@ -47,22 +48,26 @@ def candidates(
 ) -> list[Known]:
     """The user's current facts ``new`` may be (same words or subject, or ``similar``).
 
-    One indexed query: the facts of ``new``'s words, those of its subject (when it names one
+    Index lookups: the facts of ``new``'s words, those of its subject (when it names one
     that decides), and ``similar``, the id of the most similar current fact when it is
-    similar enough to be the same. Oldest first, as they were written.
+    similar enough to be the same. One query each (an ``OR`` of them SQLite answers by
+    reading every current fact of the user). Oldest first, as they were written.
     """
     user_id = new.user_id
-    matches = [facts.c.text_key == text_key(new.text)]
+    mine = (facts.c.user_id == user_id, facts.c.status == "current")
+    lookups = [select(facts).where(*mine, facts.c.text_key == text_key(new.text))]
     about = subject_digest(new.subject)
     if about is not None:
-        matches.append(facts.c.subject_key == about)
+        lookups.append(select(facts).where(*mine, facts.c.subject_key == about))
     if similar is not None:
-        matches.append(facts.c.id == similar)
-    rows = conn.execute(
-        select(facts)
-        .where(facts.c.user_id == user_id, facts.c.status == "current", or_(*matches))
-        .order_by(facts.c.created_at, facts.c.id)
-    ).all()
+        lookups.append(select(facts).where(facts.c.id == similar))
+    found: dict[str, Any] = {}
+    for lookup in lookups:
+        found.update((row.id, row) for row in conn.execute(lookup).all())
+    rows = sorted(
+        (row for row in found.values() if row.user_id == user_id and row.status == "current"),
+        key=lambda row: (row.created_at, row.id),
+    )
     return [Known(fact_from_row(row), vector_of(row.embedding)) for row in rows]
 
 

@@ -213,14 +213,14 @@ class FactReader:
             ids = [matrix.ids[position] for position, _ in chosen]
             by_id: dict[str, Fact] = {}
             for chunk in in_chunks(ids):
-                rows = conn.execute(
-                    select(*FACT_COLUMNS).where(
-                        facts.c.user_id == user_id,
-                        facts.c.status == "current",
-                        facts.c.id.in_(chunk),
-                    )
-                ).all()
-                by_id.update((row.id, fact_from_row(row)) for row in rows)
+                # By their ids alone: the planner then takes the key's index (with the user
+                # and status in the condition SQLite read every current fact of the user).
+                rows = conn.execute(select(*FACT_COLUMNS).where(facts.c.id.in_(chunk))).all()
+                by_id.update(
+                    (row.id, fact_from_row(row))
+                    for row in rows
+                    if row.user_id == user_id and row.status == "current"
+                )
         return [
             RankedFact(by_id[matrix.ids[position]], score)
             for position, score in chosen

@@ -183,6 +183,7 @@ class FactRow(Base):
         Index("idx_facts_user_status", "user_id", "status"),
         Index("idx_facts_user_text", "user_id", "text_key"),
         Index("idx_facts_user_subject", "user_id", "subject_key"),
+        Index("idx_facts_user_conversation", "user_id", "conversation_id"),
         Index(
             "idx_facts_unembedded",
             "user_id",

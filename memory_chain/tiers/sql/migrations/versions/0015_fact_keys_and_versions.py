@@ -8,6 +8,9 @@ things let both go by index:
   its subject's key (:mod:`memory_chain.tiers.sql.fact_keys`), indexed with the user
   (``idx_facts_user_text``, ``idx_facts_user_subject``): the facts a new one can be the
   same as, or a newer value of, are an index lookup. Computed here for the stored facts.
+* ``idx_facts_user_conversation``: a chat turn reads the retired facts learnt in the
+  conversations it recalled (to note their turns as outdated): by index, not by reading
+  every fact of the user.
 * ``idx_facts_unembedded``: a partial index of the current facts stored without a vector
   (imported, or stored while the model was down), which the background embeds.
 * ``fact_versions``: one row per user with facts, whose ``version`` (a random token) is
@@ -120,6 +123,7 @@ def upgrade() -> None:
     _backfill_keys(conn)
     op.create_index("idx_facts_user_text", "facts", ["user_id", "text_key"])
     op.create_index("idx_facts_user_subject", "facts", ["user_id", "subject_key"])
+    op.create_index("idx_facts_user_conversation", "facts", ["user_id", "conversation_id"])
     op.create_index(
         "idx_facts_unembedded",
         "facts",
@@ -154,6 +158,7 @@ def downgrade() -> None:
         op.execute("DROP FUNCTION IF EXISTS facts_version_bump()")
     op.drop_table("fact_versions")
     op.drop_index("idx_facts_unembedded", "facts")
+    op.drop_index("idx_facts_user_conversation", "facts")
     op.drop_index("idx_facts_user_subject", "facts")
     op.drop_index("idx_facts_user_text", "facts")
     # Not a batch (a copy of the table, on SQLite): dropping the old copy would delete the

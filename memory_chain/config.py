@@ -100,10 +100,10 @@ class MemorySettings(BaseSettings):
     memory_fact_cache_mb: float = Field(
         default=64.0,
         ge=0,
-        description="Memory each process keeps users' current fact vectors in between chat "
-        "turns (least recently used users out first; 1.5 MB holds a 1,000-fact profile with "
-        "a 384-d model). A turn checks one version row instead of reading every fact; 0 reads "
-        "them every turn.",
+        description="Memory each process keeps users' current fact vectors (and the facts it "
+        "showed) in between chat turns, least recently used users out first: about 2.5 MB for "
+        "a 1,000-fact profile with a 384-d model. A turn checks one version row instead of "
+        "reading every fact; 0 reads them every turn.",
     )
 
     # Tier 2: SQL.

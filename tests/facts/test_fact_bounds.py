@@ -35,14 +35,20 @@ from memory_chain.tiers.sql.fact_matrix import read_matrix, read_version
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 
+_DAY = timedelta(days=1)
+
+
+def _word(word: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big")
+    return np.random.default_rng(seed).normal(size=64)
+
 
 def _embed(texts: list[str]) -> list[list[float]]:
-    """A stand-in model: a fixed random unit vector per text (16 dimensions)."""
+    """A stand-in model: the sum of a fixed random vector per word (facts sharing words are
+    related, "I live in Porto." / "I live in Lisbon." 0.75), normalized."""
     out = []
     for said in texts:
-        seed = int.from_bytes(hashlib.sha256(said.encode()).digest()[:4], "big")
-        rng = np.random.default_rng(seed)
-        vector = rng.normal(size=16)
+        vector = sum(_word(w) for w in said.lower().strip(".").split())
         out.append((vector / np.linalg.norm(vector)).tolist())
     return out
 
@@ -191,6 +197,9 @@ def test_a_change_by_another_replica_is_seen_at_the_next_read(
     }
     replica.edit("ana", added.id, text="My wife is Anna.")
     assert "My wife is Anna." in [r.fact.text for r in here.profile("ana", query)]
+    replica.add("ana", FactDraft("my wife is anna", subject="wife", kind="relationship"))
+    wife = next(r.fact for r in here.profile("ana", query) if r.fact.id == added.id)
+    assert (wife.subject, wife.kind) == ("wife", "relationship")  # filled in elsewhere
     replica.dismiss("ana", added.id)
     assert [r.fact.text for r in here.profile("ana", query)] == ["I swim every morning."]
     # A write that is no FactStore's (a purge, a hand-made UPDATE) changes the version too.
@@ -206,20 +215,26 @@ def test_a_change_by_another_replica_is_seen_at_the_next_read(
     assert [r.fact.text for r in here.profile("ana", query)] == ["I run."]
 
 
-def test_a_read_with_the_version_unchanged_reads_one_row_and_the_page(store: SQLStore) -> None:
+def test_a_read_with_the_version_unchanged_reads_one_row(store: SQLStore) -> None:
     many = FactStore(store.database, embed=_embed, max_facts=500)
     for number in range(200):
         many.add("ana", FactDraft(f"Fact number {number} about the garden."))
     query = np.asarray(_embed(["the garden"])[0], dtype="<f4")
-    first = many.profile("ana", query, limit=10)
-    with Statements(store.engine) as seen:
-        again = many.profile("ana", query, limit=10)
-    assert again == first
-    assert len(seen.seen) == 2, seen.seen  # the version, then the ten facts shown
-    version, page = (statement for statement, _ in seen.seen)
+    other = np.asarray(_embed(["the kitchen"])[0], dtype="<f4")
+    with Statements(store.engine) as first:
+        shown = many.profile("ana", query, limit=10)
+    # The first read after the adds: the version, and the ten facts shown (by their ids).
+    assert len(first.seen) == 2, first.seen
+    version, page = (statement for statement, _ in first.seen)
     assert "FROM fact_versions" in version
     assert "embedding" not in page  # no vector is read whole
-    assert seen.binds() <= 10 + 2
+    assert first.binds() <= 10
+    with Statements(store.engine) as again:
+        assert many.profile("ana", query, limit=10) == shown
+        many.profile("ana", other, limit=10)
+    # Then the version only, and the facts not shown yet.
+    assert "FROM fact_versions" in again.seen[0][0]
+    assert len(again.seen) in (3, 4), again.seen
 
 
 def test_a_turn_and_an_add_read_by_key_never_every_current_fact(tmp_path: Any) -> None:
@@ -253,20 +268,28 @@ def test_a_turn_and_an_add_read_by_key_never_every_current_fact(tmp_path: Any) -
         engine.dispose()
 
 
-def test_the_matrix_an_add_keeps_is_what_a_fresh_read_gives(store: SQLStore) -> None:
+def test_what_an_add_keeps_in_the_cache_is_what_a_fresh_read_gives(store: SQLStore) -> None:
     facts = FactStore(store.database, embed=_embed, max_facts=100)
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    drafts = [
-        FactDraft("I live in Porto.", subject="home", valid_from=start),
-        FactDraft("I swim.", valid_from=start),  # the same time: ordered by id
-        FactDraft("I live in Lisbon.", subject="home", valid_from=start + timedelta(days=2)),
-        FactDraft("I lived in Oslo.", subject="home", valid_from=start + timedelta(days=1)),
-        FactDraft("i swim"),
-        FactDraft("I run.", valid_from=start - timedelta(days=9)),
+    steps: list[tuple[str, FactDraft]] = [
+        ("add", FactDraft("I live in Porto.", subject="home", valid_from=start)),
+        ("bare", FactDraft("I swim.", valid_from=start)),  # the same time: ordered by id
+        ("add", FactDraft("I live in Lisbon.", subject="home", valid_from=start + _DAY * 2)),
+        ("add", FactDraft("I lived in Oslo.", subject="home", valid_from=start + _DAY)),  # history
+        ("add", FactDraft("i swim", subject="sport", kind="preference")),  # fills "I swim."
+        ("add", FactDraft("I run.", valid_from=start - _DAY * 9)),
+        ("put", FactDraft("I am vegan.", subject="diet")),
+        ("add", FactDraft("I am vegan", subject="diet")),  # the same: nothing changes
+        ("add", FactDraft("I eat fish now.", subject="diet")),  # supersedes: the key moves
     ]
-    bare = FactStore(store.database, max_facts=100)  # some facts without a vector
-    for number, draft in enumerate(drafts):
-        (bare if number == 1 else facts).add("ana", draft)
+    bare = FactStore(store.database, max_facts=100)  # a fact without a vector
+    query = np.asarray(_embed(["What do I eat?"])[0], dtype="<f4")
+    for how, draft in steps:
+        if how == "put":
+            facts.put("ana", "diet", draft.text, kind=None, subject=draft.subject)
+        else:
+            (bare if how == "bare" else facts).add("ana", draft)
+        facts.profile("ana", query, limit=None)  # what reads cache as they show facts
         with store.engine.connect() as conn:
             cached = facts.matrices.get(conn, "ana")
             fresh = read_matrix(conn, "ana", read_version(conn, "ana"))
@@ -274,6 +297,11 @@ def test_the_matrix_an_add_keeps_is_what_a_fresh_read_gives(store: SQLStore) -> 
         assert cached.version == fresh.version
         assert (cached.scored == fresh.scored).all()
         assert np.array_equal(cached.vectors, fresh.vectors)
+        shown = facts.profile("ana", query, limit=None)
+        assert shown == FactStore(store.database).profile("ana", query, limit=None)
+    diet = facts.by_key("ana", "diet")
+    assert diet is not None
+    assert diet.text == "I eat fish now."
 
 
 def test_the_cache_keeps_within_its_size(store: SQLStore) -> None:

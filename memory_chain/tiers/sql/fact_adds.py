@@ -129,12 +129,17 @@ def add_fact(
     )
     if adds_one(decision):
         check_room(user_id, len(matrix.ids), 1, max_facts, origin=new.origin)
+    # A writer that holds no lock may have changed the facts since they were read: then the
+    # matrix is not kept (the next read reads the facts again).
+    unchanged = read_version(conn, user_id) == matrix.version
     change = carry_out(conn, decision, new, embedding)
     version = read_version(conn, user_id)
-    if version != matrix.version:  # this change wrote it: the matrix as it is now
+    if unchanged and version != matrix.version:  # this change wrote it
         removed = [decision.retire.id] if decision.retire is not None else []
         added = [(new.id, new.valid_from, embedding)] if decision.store == "current" else []
-        matrices.keep(user_id, matrix.changed(version, removed=removed, added=added))
+        touched = [f.id for f in (decision.known, decision.retire_for) if f is not None]
+        after = matrix.changed(version, removed=removed, added=added, touched=touched)
+        matrices.keep(user_id, after)
     return change
 
 

@@ -3,22 +3,24 @@
 A chat turn ranks the user's current facts by the cosine of the message (one matrix product)
 and reads the best few whole. Reading every current fact's id and vector for that (1.5 KB a
 fact with a 384-d model) made a turn's cost grow with the profile; so each process keeps,
-per user, a :class:`FactMatrix`: the current facts' ids, newest first, and their vectors as
-one float32 matrix. :class:`FactMatrices` holds them, the least recently used going past a
-size in bytes.
+per user, a :class:`FactMatrix`: the current facts' ids, newest first, their vectors as one
+float32 matrix, and the facts a read has shown whole (so that the next turn, which mostly
+shows the same ones, reads none of them again). :class:`FactMatrices` holds them, the least
+recently used going past a size in bytes.
 
-A cached matrix is used only while it is the database's: every transaction that adds,
-deletes, retires, re-dates or embeds a fact of the user replaces the user's version in
-``fact_versions`` (triggers on ``facts``, migration 0015, whoever writes: this process,
-another replica, an import, a purge), and each read first reads that one row by its key. A
+A cached matrix is used only while it is the database's: every transaction that inserts,
+updates or deletes a fact of the user replaces the user's version in ``fact_versions``
+(triggers on ``facts``, migration 0015, whoever writes: this process, another replica, an
+import, a purge), and each read first reads that one row by its key. A
 change committed anywhere is seen at the next read, as the replicas promise (a client reads
 its writes on any replica). The version is read before the facts: a matrix read after a
 later commit is cached under the older version and read again next time, never the reverse.
 A user with no version row (no facts, or the row not yet made) is read each time, not cached.
 
 A process that adds a fact knows what changed: it stores the matrix as it is after its own
-change, under the version its transaction wrote (:meth:`FactMatrix.changed`), so that n adds
-do not read the user's vectors n times. Should the transaction roll back, that version is
+change, under the version its transaction wrote (:meth:`FactMatrix.changed`: the facts the
+change touched are read again when shown), so that n adds do not read the user's vectors n
+times. Should the transaction roll back, that version is
 never the database's, and the next read reads the facts again.
 
 Example:
@@ -34,18 +36,20 @@ import bisect
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from sqlalchemy import Connection, select
 
 from memory_chain import metrics
+from memory_chain.facts.model import Fact
 from memory_chain.schemas import as_utc
 from memory_chain.tiers.sql.models import fact_versions, facts
 
-#: Bytes a cached fact costs besides its vector (its id and its place in the order).
-_FACT_BYTES = 200
+#: Bytes a cached fact costs besides its vector: its id and place in the order, and the
+#: fact itself once a read has shown it (a one-line fact's objects take about 800).
+_FACT_BYTES = 1_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -71,6 +75,8 @@ class FactMatrix:
         vectors: One row per fact (float32, normalized); zeros for a fact without a vector
             of the common size, which is not scored.
         scored: Whether each fact has its vector in :attr:`vectors`.
+        shown: The facts reads have shown whole, by id, as they are at :attr:`version`
+            (filled as they are read: a fact's row is the same while the version is).
     """
 
     version: str | None
@@ -78,6 +84,7 @@ class FactMatrix:
     places: tuple[Place, ...]
     vectors: np.ndarray
     scored: np.ndarray
+    shown: dict[str, Fact] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, version: str | None, entries: Sequence[Entry]) -> FactMatrix:
@@ -146,9 +153,18 @@ class FactMatrix:
         return self.ids[best] if scores[best] >= at_least else None
 
     def changed(
-        self, version: str | None, *, removed: Sequence[str] = (), added: Sequence[Entry] = ()
+        self,
+        version: str | None,
+        *,
+        removed: Sequence[str] = (),
+        added: Sequence[Entry] = (),
+        touched: Sequence[str] = (),
     ) -> FactMatrix:
-        """The matrix after a change: ``removed`` retired, ``added`` made current."""
+        """The matrix after a change: ``removed`` retired, ``added`` made current.
+
+        The facts shown so far are kept, but those of ``removed`` and ``touched`` (a fact
+        the change filled in, or gave a key): they are read again when next shown.
+        """
         ids, places = list(self.ids), list(self.places)
         vectors, scored = self.vectors, self.scored
         for fact_id in removed:
@@ -169,7 +185,9 @@ class FactMatrix:
             places.insert(row, key)
             vectors = np.insert(vectors, row, vector, axis=0)
             scored = np.insert(scored, row, fits)
-        return FactMatrix(version, tuple(ids), tuple(places), vectors, scored)
+        gone = {*removed, *touched}
+        shown = {fact_id: fact for fact_id, fact in self.shown.items() if fact_id not in gone}
+        return FactMatrix(version, tuple(ids), tuple(places), vectors, scored, shown)
 
 
 def read_version(conn: Connection, user_id: str) -> str | None:

@@ -39,8 +39,8 @@ Embed = Callable[[list[str]], list[list[float]]]
 #: holds (15 % of memory's room: about 40 one-line facts in an 8k window).
 PROFILE_LIMIT = 64
 
-#: The process's cache of the users' current fact vectors, by default (``memory_fact_cache_mb``):
-#: 64 MB hold 40 users' 1,000-fact profiles (384-d vectors), or 2,000 users' of 20 facts.
+#: The process's cache of the users' current facts, by default (``memory_fact_cache_mb``):
+#: 64 MB hold 25 users' 1,000-fact profiles (384-d vectors), or 1,300 users' of 20 facts.
 FACT_CACHE_BYTES = 64 * 2**20
 
 #: A fact's columns as read whole: all but its vector and lookup keys, which a read of a
@@ -200,8 +200,9 @@ class FactReader:
 
         Every current fact is scored (one matrix product over the user's vectors, which the
         process keeps while the user's fact version stays: :mod:`.fact_matrix`); only the
-        best ``limit`` are read whole. A read costs the version's row, the product and those
-        rows, however many facts the user has. Facts without a vector yet (imported, or
+        best ``limit`` are read whole, those not shown since the user's facts last changed.
+        A read costs the version's row, the product and those rows, however many facts the
+        user has. Facts without a vector yet (imported, or
         stored while the model was down: the background embeds them) follow the scored
         ones, newest first. Without ``vector``: newest first. ``limit=None`` reads them all,
         a page at a time.
@@ -210,21 +211,21 @@ class FactReader:
         with self.database.connect() as conn:
             matrix = self.matrices.get(conn, user_id)
             chosen = matrix.ranked(query, limit)
-            ids = [matrix.ids[position] for position, _ in chosen]
-            by_id: dict[str, Fact] = {}
-            for chunk in in_chunks(ids):
+            shown = matrix.shown
+            unread = [matrix.ids[p] for p, _ in chosen if matrix.ids[p] not in shown]
+            for chunk in in_chunks(unread):
                 # By their ids alone: the planner then takes the key's index (with the user
                 # and status in the condition SQLite read every current fact of the user).
                 rows = conn.execute(select(*FACT_COLUMNS).where(facts.c.id.in_(chunk))).all()
-                by_id.update(
+                shown.update(
                     (row.id, fact_from_row(row))
                     for row in rows
                     if row.user_id == user_id and row.status == "current"
                 )
         return [
-            RankedFact(by_id[matrix.ids[position]], score)
+            RankedFact(shown[matrix.ids[position]], score)
             for position, score in chosen
-            if matrix.ids[position] in by_id
+            if matrix.ids[position] in shown
         ]
 
     def _embedding(self, text: str) -> bytes | None:

@@ -225,9 +225,9 @@ class FactRow(Base):
 class FactVersionRow(Base):
     """``fact_versions``: the version of each user's facts (migration 0015).
 
-    A random token, replaced by triggers on ``facts`` in every transaction that adds,
-    deletes, retires, re-dates or embeds one of the user's facts; the row goes with the
-    user's last fact. A process's cache of each user's fact vectors is checked against it
+    A random token, replaced by triggers on ``facts`` in every transaction that inserts,
+    updates or deletes one of the user's facts; the row goes with the user's last fact. A
+    process's cache of each user's facts is checked against it
     (:mod:`memory_chain.tiers.sql.fact_matrix`).
     """
 

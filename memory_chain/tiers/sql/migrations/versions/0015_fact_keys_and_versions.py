@@ -14,10 +14,10 @@ things let both go by index:
 * ``idx_facts_unembedded``: a partial index of the current facts stored without a vector
   (imported, or stored while the model was down), which the background embeds.
 * ``fact_versions``: one row per user with facts, whose ``version`` (a random token) is
-  replaced by triggers on ``facts`` in every transaction that adds, deletes, retires,
-  re-dates or embeds one of the user's facts, whoever writes it. A process keeps each user's
-  current fact vectors in memory and reads this one row per chat turn to know they are
-  still the database's (:mod:`memory_chain.tiers.sql.fact_matrix`). The row goes with the
+  replaced by triggers on ``facts`` in every transaction that inserts, updates or deletes
+  one of the user's facts, whoever writes it. A process keeps each user's current fact
+  vectors (and the facts it showed) in memory and reads this one row per chat turn to know
+  they are still the database's (:mod:`memory_chain.tiers.sql.fact_matrix`). The row goes with the
   user's last fact. A random token, not a counter: a row deleted and made again can never
   repeat the version a process cached.
 
@@ -38,9 +38,6 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-#: Columns whose change changes what a process caches of a user's facts (which are current,
-#: their order, their vectors). Subject, kind and key changes leave it as it is.
-_WATCHED = "status, valid_from, embedding"
 _UNEMBEDDED = "status = 'current' AND embedding IS NULL"
 _BATCH = 500
 
@@ -82,9 +79,7 @@ def _sqlite_triggers() -> None:
     new = bump.format(who="NEW.user_id", token=_SQLITE_RANDOM)
     old = bump.format(who="OLD.user_id", token=_SQLITE_RANDOM)
     op.execute(f"CREATE TRIGGER facts_version_ai AFTER INSERT ON facts BEGIN {new} END")
-    op.execute(
-        f"CREATE TRIGGER facts_version_au AFTER UPDATE OF {_WATCHED} ON facts BEGIN {new} END"
-    )
+    op.execute(f"CREATE TRIGGER facts_version_au AFTER UPDATE ON facts BEGIN {new} END")
     op.execute(
         f"CREATE TRIGGER facts_version_ad AFTER DELETE ON facts BEGIN {old} "
         "DELETE FROM fact_versions WHERE user_id = OLD.user_id AND NOT EXISTS "
@@ -107,7 +102,7 @@ def _postgres_triggers() -> None:
     )
     for suffix, event in (
         ("ai", "INSERT"),
-        ("au", f"UPDATE OF {_WATCHED}"),
+        ("au", "UPDATE"),
         ("ad", "DELETE"),
     ):
         op.execute(

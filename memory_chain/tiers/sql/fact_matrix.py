@@ -4,8 +4,9 @@ A chat turn ranks the user's current facts by the cosine of the message (one mat
 and reads the best few whole. Reading every current fact's id and vector for that (1.5 KB a
 fact with a 384-d model) made a turn's cost grow with the profile; so each process keeps,
 per user, a :class:`FactMatrix`: the current facts' ids, newest first, their vectors as one
-float32 matrix, and the facts a read has shown whole (so that the next turn, which mostly
-shows the same ones, reads none of them again). :class:`FactMatrices` holds them, the least
+float32 matrix, and the facts themselves (read with the vectors by a chat turn, or one by
+one as they are shown after an add), so that a turn reads no fact while they stay the
+database's. :class:`FactMatrices` holds them, the least
 recently used going past a size in bytes.
 
 A cached matrix is used only while it is the database's: every transaction that inserts,
@@ -45,6 +46,7 @@ from sqlalchemy import Connection, select
 from memory_chain import metrics
 from memory_chain.facts.model import Fact
 from memory_chain.schemas import as_utc
+from memory_chain.tiers.sql.fact_writes import FACT_COLUMNS, fact_from_row
 from memory_chain.tiers.sql.models import fact_versions, facts
 
 #: Bytes a cached fact costs besides its vector: its id and place in the order, and the
@@ -197,14 +199,26 @@ def read_version(conn: Connection, user_id: str) -> str | None:
     return version
 
 
-def read_matrix(conn: Connection, user_id: str, version: str | None) -> FactMatrix:
-    """The user's current facts' ids, dates and vectors, read whole (linear in the profile)."""
+def read_matrix(
+    conn: Connection, user_id: str, version: str | None, *, whole: bool = False
+) -> FactMatrix:
+    """The user's current facts' ids, dates and vectors, read whole (linear in the profile).
+
+    With ``whole``, the facts themselves too (what a chat turn shows), so that no turn reads
+    them again while the version stays.
+    """
+    columns = (
+        [*FACT_COLUMNS, facts.c.embedding]
+        if whole
+        else [facts.c.id, facts.c.valid_from, facts.c.embedding]
+    )
     rows = conn.execute(
-        select(facts.c.id, facts.c.valid_from, facts.c.embedding).where(
-            facts.c.user_id == user_id, facts.c.status == "current"
-        )
+        select(*columns).where(facts.c.user_id == user_id, facts.c.status == "current")
     ).all()
-    return FactMatrix.of(version, [(row.id, row.valid_from, row.embedding) for row in rows])
+    matrix = FactMatrix.of(version, [(row.id, row.valid_from, row.embedding) for row in rows])
+    if whole:
+        matrix.shown.update((row.id, fact_from_row(row)) for row in rows)
+    return matrix
 
 
 class FactMatrices:
@@ -223,11 +237,12 @@ class FactMatrices:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, conn: Connection, user_id: str) -> FactMatrix:
+    def get(self, conn: Connection, user_id: str, *, whole: bool = False) -> FactMatrix:
         """The user's current facts as the database has them now.
 
         One read of the user's version; the facts themselves only when they changed since
-        this process last knew them (or it never did, or forgot them).
+        this process last knew them (or it never did, or forgot them): their vectors, and
+        with ``whole`` (a chat turn's read) every fact too.
         """
         version = read_version(conn, user_id)
         if version is not None:
@@ -238,7 +253,7 @@ class FactMatrices:
                     metrics.FACT_MATRIX_LOOKUPS.labels("hit").inc()
                     return cached
         metrics.FACT_MATRIX_LOOKUPS.labels("miss").inc()
-        matrix = read_matrix(conn, user_id, version)
+        matrix = read_matrix(conn, user_id, version, whole=whole)
         self.keep(user_id, matrix)
         return matrix
 

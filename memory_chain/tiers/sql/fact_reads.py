@@ -26,7 +26,7 @@ from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import STATUSES, Fact
 from memory_chain.tiers.sql.database import Database
 from memory_chain.tiers.sql.fact_matrix import FactMatrices
-from memory_chain.tiers.sql.fact_writes import fact_from_row, vector_bytes
+from memory_chain.tiers.sql.fact_writes import FACT_COLUMNS, fact_from_row, vector_bytes
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import in_chunks
 
@@ -43,11 +43,6 @@ PROFILE_LIMIT = 64
 #: 64 MB hold 25 users' 1,000-fact profiles (384-d vectors), or 1,300 users' of 20 facts.
 FACT_CACHE_BYTES = 64 * 2**20
 
-#: A fact's columns as read whole: all but its vector and lookup keys, which a read of a
-#: fact does not show (a vector is 1.5 KB with a 384-d model).
-FACT_COLUMNS = tuple(
-    column for column in facts.c if column.name not in ("embedding", "text_key", "subject_key")
-)
 
 #: Supersessions followed from a retired fact to the one that holds now (a chain is short:
 #: one per change of a subject's value).
@@ -199,17 +194,17 @@ class FactReader:
         """The user's current facts, most relevant to ``vector`` first (at most ``limit``).
 
         Every current fact is scored (one matrix product over the user's vectors, which the
-        process keeps while the user's fact version stays: :mod:`.fact_matrix`); only the
-        best ``limit`` are read whole, those not shown since the user's facts last changed.
-        A read costs the version's row, the product and those rows, however many facts the
-        user has. Facts without a vector yet (imported, or
-        stored while the model was down: the background embeds them) follow the scored
-        ones, newest first. Without ``vector``: newest first. ``limit=None`` reads them all,
-        a page at a time.
+        process keeps, with the facts, while the user's fact version stays:
+        :mod:`.fact_matrix`). A read costs the version's row and the product, however many
+        facts the user has; after a change by another process, one read of them all; after
+        an add by this one, a read of the new fact when first shown. Facts without a vector
+        yet (imported, or stored while the model was down: the background embeds them)
+        follow the scored ones, newest first. Without ``vector``: newest first.
+        ``limit=None`` gives them all.
         """
         query = np.asarray(vector, dtype="<f4") if vector is not None else None
         with self.database.connect() as conn:
-            matrix = self.matrices.get(conn, user_id)
+            matrix = self.matrices.get(conn, user_id, whole=True)
             chosen = matrix.ranked(query, limit)
             shown = matrix.shown
             unread = [matrix.ids[p] for p, _ in chosen if matrix.ids[p] not in shown]

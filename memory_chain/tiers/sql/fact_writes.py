@@ -28,6 +28,12 @@ from memory_chain.tiers.sql.fact_keys import key_values, subject_digest, text_ke
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
 
+#: A fact's columns as read whole: all but its vector and lookup keys, which a read of a
+#: fact does not show (a vector is 1.5 KB with a 384-d model).
+FACT_COLUMNS = tuple(
+    column for column in facts.c if column.name not in ("embedding", "text_key", "subject_key")
+)
+
 
 def facts_lock(user_id: str) -> str:
     """The name of the lock every change of ``user_id``'s facts holds (see :mod:`.locks`)."""

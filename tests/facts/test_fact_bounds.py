@@ -18,6 +18,7 @@ On SQLite and PostgreSQL:
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -357,6 +358,12 @@ def test_more_ids_than_sqlite_binds_in_one_statement(tmp_path: Any) -> None:
     from memory_chain.tiers.sql import upgrade
 
     engine = create_sql_engine(f"sqlite:///{tmp_path / 'many.db'}")
+
+    @event.listens_for(engine, "connect")
+    def upstream_limit(dbapi: Any, _record: Any) -> None:
+        # SQLite's own default since 3.32 (Debian's build raises it to 250,000).
+        dbapi.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766)
+
     upgrade(engine)
     try:
         facts = FactStore(SQLStore(engine).database, max_facts=40_000)

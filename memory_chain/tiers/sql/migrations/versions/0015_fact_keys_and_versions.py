@@ -25,7 +25,7 @@ A downgrade drops the triggers, the table, the indexes and the columns.
 
 Revision ID: 0015
 Revises: 0014
-Create Date: 2027-01-28
+Create Date: 2026-12-07
 """
 
 import sqlalchemy as sa

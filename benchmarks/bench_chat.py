@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/bench_chat.py                       # 200 conversations x 50 turns
     python benchmarks/bench_chat.py --quick               # ~1 minute smoke run
     python benchmarks/bench_chat.py --json /tmp/chat.json
+    python benchmarks/bench_chat.py --facts-per-user 20,1000   # a chat turn, 20 vs 1,000 facts
 
 The stack is the embedded default: ``open_services(MemorySettings(data_dir=<temp>,
 llm_fallback="off"), background=True)`` (SQLite, EdgeIndex, the bundled all-MiniLM-L6-v2 at
@@ -15,6 +16,8 @@ costs ~0 and what is left of a turn is memory. The data are ``--conversations`` 
 ``--turns`` template-generated chat turns over ``--users`` users, stored through
 ``MemoryManager.add_turns``, all embedded into tier 3 (``TurnIndexer.drain``) and summarized
 up to their last 5 turns (``SQLStore.add_summary``), as consolidation would have left them.
+Each user has ``--facts-per-user`` facts (20; with ``20,1000`` users get each size in turn,
+and part 1's requests alternate between the sizes: memory's cost is reported per size).
 
 1. Overhead of a chat turn: ``chain.invoke``, the same chain over a no-op memory, an agent
    ``create_agent(fake_model, middleware=[MemoryMiddleware(services)])`` (no tools, no
@@ -63,7 +66,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from chat_background import bench_consolidation, bench_gil
 from chat_overhead import bench_overhead
-from chat_report import report
+from chat_report import profile_ratio, report
 from chat_stack import GOALS, QUICK, UNSUMMARIZED_TAIL, Settings, build_stack
 from harness import Run, configure, parser, rss_mb, verdict
 
@@ -116,6 +119,13 @@ def verdicts(result: dict[str, Any]) -> dict[str, str]:
     for mode in ("settled", "back_to_back"):
         ratio = result["overhead"][mode]["middleware_over_chain_p95"]
         out[f"middleware_{mode}"] = verdict(ratio, middleware, False)
+    for mode in ("settled", "back_to_back"):
+        if len(result["overhead"][mode]["memory_overhead_by_profile_ms"]) > 1:
+            out[f"profile_size_{mode}"] = verdict(
+                profile_ratio(result["overhead"][mode]),
+                GOALS["profile_largest_over_smallest_p50"],
+                False,
+            )
     out["consolidation_p95_ratio"] = verdict(
         result["consolidation"]["p95_ratio"], GOALS["consolidation_p95_over_idle_p95"], False
     )
@@ -148,17 +158,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="profile_requests",
         help="also cProfile N settled chat requests and print the top functions",
     )
+    args.add_argument(
+        "--facts-per-user",
+        help="profile sizes, comma-separated (20): users get each in turn, and part-1 "
+        "requests alternate between them (20,1000: memory's cost with 1,000 facts vs 20)",
+    )
     args.add_argument("--seed", type=int, default=1234)
     options = args.parse_args(argv)
     settings = configure(Settings(), options, QUICK)
     if settings.turns < UNSUMMARIZED_TAIL + 2:
         args.error(f"--turns must be at least {UNSUMMARIZED_TAIL + 2}")
+    try:
+        sizes = settings.profile_sizes
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 0 or len(sizes) > settings.users:
+        args.error("--facts-per-user takes sizes like 20,1000, no more of them than --users")
 
     bench = Run("chat", PACKAGES)
     print(bench.header())
     print(
         f"settings: {settings.conversations} conversations x {settings.turns} turns, "
-        f"{settings.users} users, {settings.requests} requests per part-1 measurement, part 2 "
+        f"{settings.users} users with {settings.facts_per_user} facts, {settings.requests} "
+        "requests per part-1 measurement, part 2 "
         f"{settings.rounds} x (A + B) blocks of {settings.block_seconds:g} s, "
         f"{settings.think_ms:g} ms pause after each request, summarizer "
         f"{settings.summary_seconds:g} s per call\n",

@@ -34,7 +34,6 @@ from chat_stack import (
     Settings,
     Stack,
     consolidation_service,
-    make_requests,
     settle,
 )
 from harness import progress, summarize
@@ -65,7 +64,7 @@ def chat_block(stack: Stack, settings: Settings, rng: random.Random) -> list[Win
     windows: list[Window] = []
     deadline = time.perf_counter() + settings.block_seconds
     while time.perf_counter() < deadline:
-        request = make_requests(stack.conversations, 1, rng)[0]
+        request = stack.requests(1, rng)[0]
         t0 = time.perf_counter()
         stack.chain.invoke({"input": request.question}, request.config)
         windows.append((t0, time.perf_counter()))

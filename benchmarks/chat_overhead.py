@@ -33,7 +33,6 @@ from chat_stack import (
     Stack,
     chat_models,
     fake_chat_model,
-    make_requests,
     settle,
 )
 from harness import progress, summarize
@@ -53,18 +52,18 @@ def bench_overhead(stack: Stack, settings: Settings, started: float) -> dict[str
     null_core = ChatCore(NullMemory(), chat_models(fake_chat_model()))  # type: ignore[arg-type]
     null_chain = build_chat_chain(null_core)
     agents = Agents.build(stack, chat_models(fake_chat_model()).info)
-    agents.warm_up(make_requests(stack.conversations, 20, rng))
+    agents.warm_up(stack.requests(20, rng))
     result: dict[str, Any] = {}
     for mode, wait in (("settled", True), ("back_to_back", False)):
         progress(
             f"part 1 ({mode}): chat turn and agent vs embed_query, {settings.requests} requests",
             started,
         )
-        requests = make_requests(stack.conversations, settings.requests, rng)
+        requests = stack.requests(settings.requests, rng)
         result[mode] = paired_overhead(stack, null_chain, agents, requests, settle_each=wait)
 
     progress(f"part 1: breakdown, {settings.breakdown_requests} requests", started)
-    requests = make_requests(stack.conversations, settings.breakdown_requests, rng)
+    requests = stack.requests(settings.breakdown_requests, rng)
     breakdown = Breakdown(stack, null_chain).run(requests)
     result["breakdown"] = breakdown
     p50 = {name: stats["p50"] for name, stats in breakdown.items()}
@@ -121,7 +120,14 @@ def paired_overhead(
     memory_ns = np.asarray(chat_ns) - np.asarray(samples_ns["bare"])
     chat_stats, embed_stats = summarize(chat_ns), summarize(embed_ns)
     memory_stats = summarize([int(v) for v in memory_ns])
+    by_profile = {
+        str(size): summarize(
+            [int(v) for v, r in zip(memory_ns, requests, strict=True) if r.facts == size]
+        )
+        for size in sorted({r.facts for r in requests})
+    }
     return {
+        "memory_overhead_by_profile_ms": by_profile,
         "chat_ms": chat_stats,
         "chain_no_memory_ms": summarize(samples_ns["bare"]),
         "memory_overhead_ms": memory_stats,
@@ -180,6 +186,7 @@ class Breakdown:
         t0 = clock()
         context = self.manager.retrieve(c.conversation_id, c.user_id, request.question)
         self.samples["retrieve"].append(clock() - t0)
+        self.samples[f"retrieve_{request.facts}_facts"].append(self.samples["retrieve"][-1])
         t0 = clock()
         built = build_prompt(
             system="",
@@ -279,6 +286,7 @@ class Breakdown:
         t5 = clock()
         self.manager.profile(uid, vector)
         t6 = clock()
+        self.samples[f"part_facts_search_{request.facts}_facts"].append(t6 - t5)
         recalled = {h.conversation_id for h in hits} | {p.payload.conversation_id for p in points}
         self.manager.fact_store.retired(uid, recalled)
         t7 = clock()
@@ -312,7 +320,7 @@ def profile_chat(
     """cProfile of settled chat requests (main thread only): the top functions."""
     progress(f"part 1: cProfile of {settings.profile_requests} chat requests", started)
     profiler = cProfile.Profile()
-    for request in make_requests(stack.conversations, settings.profile_requests, rng):
+    for request in stack.requests(settings.profile_requests, rng):
         settle(stack.services)
         profiler.enable()
         stack.chain.invoke({"input": request.question}, request.config)

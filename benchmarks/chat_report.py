@@ -94,6 +94,7 @@ def overhead_lines(
             f"{entry['chat_p95_over_embed_p95']:>6.3f}"
         )
         lines.extend(middleware_lines(entry, mode))
+        lines.extend(profile_lines(entry, mode))
     breakdown = over["breakdown"]
     lines.append(
         f"  -- breakdown ({settings.breakdown_requests} requests, settled, operations in "
@@ -127,6 +128,16 @@ def overhead_lines(
     ):
         if key in breakdown:  # "budget_cold" needs a counter with a cache
             lines.append(stats_row(label, breakdown[key]))
+    for size in sorted(int(k.split("_")[1]) for k in breakdown if k.startswith("retrieve_")):
+        lines.append(
+            stats_row(f"retrieve, users of {size:,} facts", breakdown[f"retrieve_{size}_facts"])
+        )
+        lines.append(
+            stats_row(
+                f"  the user's facts, ranked, {size:,} facts",
+                breakdown[f"part_facts_search_{size}_facts"],
+            )
+        )
     lines.append(
         f"  {'chat p50 - (retrieve + add_turns + chain no-memory) p50, ms':<58} "
         f"{fmt(over['settled_chat_minus_parts_p50_ms']):>18}"
@@ -134,6 +145,37 @@ def overhead_lines(
     lines.append("  background work during part 1:")
     lines.extend(background_lines(background))
     return lines
+
+
+def profile_lines(entry: dict[str, Any], mode: str) -> list[str]:
+    """Memory's cost by the user's profile size (``--facts-per-user``), when there are several."""
+    by_profile = entry["memory_overhead_by_profile_ms"]
+    if len(by_profile) < 2:
+        return []
+    lines = [
+        stats_row(f"memory's cost, users of {int(size):,} facts", stats)
+        for size, stats in sorted(by_profile.items(), key=lambda item: int(item[0]))
+    ]
+    sizes = sorted(by_profile, key=int)
+    small, large = sizes[0], sizes[-1]
+    ratio = profile_ratio(entry)
+    goal = GOALS["profile_largest_over_smallest_p50"]
+    lines.append(
+        goal_line(
+            f"memory's cost p50, {int(large):,} / {int(small):,} facts ({mode.replace('_', ' ')})",
+            f"{ratio:.3f}",
+            f"<= {goal:g}",
+            verdict(ratio, goal, higher_is_better=False),
+        )
+    )
+    return lines
+
+
+def profile_ratio(entry: dict[str, Any]) -> float:
+    """Memory's cost p50 of the users with the largest profile over the smallest's."""
+    by_profile = entry["memory_overhead_by_profile_ms"]
+    sizes = sorted(by_profile, key=int)
+    return float(by_profile[sizes[-1]]["p50"] / by_profile[sizes[0]]["p50"])
 
 
 def middleware_lines(entry: dict[str, Any], mode: str) -> list[str]:

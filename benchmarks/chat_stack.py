@@ -15,7 +15,9 @@ import itertools
 import random
 import threading
 import time
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import OneModel
 from memory_chain.config import MemorySettings
 from memory_chain.consolidation import ConsolidationService, ConsolidationSettings
-from memory_chain.facts.model import FactDraft
+from memory_chain.facts.model import Fact, FactDraft
 from memory_chain.local_llm.tokenizer import embedded_model_counter
 from memory_chain.schemas import MemoryContext, NewTurn, Role, Summary
 from memory_chain.services import Services, open_services
@@ -45,6 +47,9 @@ GOALS = {
     "consolidation_p95_over_idle_p95": 1.2,
     # Memory's cost through MemoryMiddleware in create_agent against through the chain.
     "middleware_cost_p95_over_chain_cost_p95": 1.2,
+    # With --facts-per-user 20,1000: memory's cost p50 of users with the largest profile
+    # against the smallest's, same run (issue 38: a turn must not read every fact).
+    "profile_largest_over_smallest_p50": 1.05,
 }
 #: Turns left unsummarized per conversation by the pre-populated summaries.
 UNSUMMARIZED_TAIL = 5
@@ -76,7 +81,13 @@ class Settings:
     gil_reps: int = 15
     profile_requests: int = 0
     seed: int = 1234
+    facts_per_user: str = "20"
     quick: bool = False
+
+    @property
+    def profile_sizes(self) -> list[int]:
+        """The profile sizes users have, user ``i`` the ``i % len``-th (``--facts-per-user``)."""
+        return [int(size) for size in self.facts_per_user.split(",")]
 
 
 QUICK: dict[str, Any] = {
@@ -104,6 +115,7 @@ class Conversation:
 class Request:
     conversation: Conversation
     question: str
+    facts: int = 0  # the user's profile size (notes, before the moves)
 
     @property
     def config(self) -> RunnableConfig:
@@ -115,7 +127,8 @@ class Request:
         }
 
 
-#: Facts each user has (a profile of a few dozen lines, as a user of some months would).
+#: Facts each user has by default (a profile of a few dozen lines, as a user of some months
+#: would); ``--facts-per-user 20,1000`` gives users each size in turn.
 FACTS_PER_USER = 20
 #: Times each user moved: as many superseded "home" facts, each learnt at the first turn of
 #: one of their conversations (what a recalled turn is checked against).
@@ -138,12 +151,24 @@ def conversation_turns(conversation: Conversation, count: int, rng: random.Rando
 
 
 def make_requests(
-    conversations: list[Conversation], count: int, rng: random.Random
+    conversations: list[Conversation],
+    count: int,
+    rng: random.Random,
+    sizes: dict[str, int] | None = None,
 ) -> list[Request]:
+    """Questions in random conversations; with users' profile ``sizes``, the requests go to
+    each size in turn (request ``i`` to the ``i % sizes``-th), so that every size is measured
+    under the same load."""
+    groups: dict[int, list[Conversation]] = {}
+    for conversation in conversations:
+        size = (sizes or {}).get(conversation.user_id, 0)
+        groups.setdefault(size, []).append(conversation)
+    order = sorted(groups)
     requests = []
-    for _ in range(count):
-        conversation = rng.choice(conversations)
-        requests.append(Request(conversation, question(rng, conversation.theme)))
+    for i in range(count):
+        size = order[i % len(order)]
+        conversation = rng.choice(groups[size])
+        requests.append(Request(conversation, question(rng, conversation.theme), size))
     return requests
 
 
@@ -252,6 +277,12 @@ class Stack:
     summarizer_model: WaitingChatModel
     recorder: Recorder
     conversations: list[Conversation]
+    #: Each user's profile size (notes, before the moves).
+    profile_sizes: dict[str, int]
+
+    def requests(self, count: int, rng: random.Random) -> list[Request]:
+        """``count`` requests, alternating between the profile sizes."""
+        return make_requests(self.conversations, count, rng, self.profile_sizes)
 
 
 def consolidation_service(
@@ -315,14 +346,15 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
     figures["points"] = services.vectors.index.count()
     figures["drain_turns_per_second"] = figures["points"] / figures["drain_seconds"]
 
-    # Each user's profile: FACTS_PER_USER facts, in every prompt of theirs, and a home that
-    # moved MOVES_PER_USER times (the older homes retired, pointing at turns).
+    # Each user's profile: a size of --facts-per-user facts, in every prompt of theirs, and
+    # a home that moved MOVES_PER_USER times (the older homes retired, pointing at turns).
     t0 = time.perf_counter()
+    sizes = settings.profile_sizes
+    profile_sizes = {}
     for number in range(settings.users):
         user = f"user-{number:03d}"
-        for fact in range(FACTS_PER_USER):
-            text = fill("I care about {topic} and {food}; {person} lives in {city}.", rng)
-            manager.add_fact(user, FactDraft(f"Note {fact}: {text}"))
+        profile_sizes[user] = sizes[number % len(sizes)]
+        store_notes(services, user, profile_sizes[user], rng)
         own = [c for c in conversations if c.user_id == user]
         for move in range(MOVES_PER_USER + 1):
             where = own[move % len(own)].conversation_id
@@ -334,7 +366,9 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
                 turns=(1, 1),
             )
             manager.fact_store.add(user, home)
+    embed_notes(services, profile_sizes)
     figures["facts_seconds"] = time.perf_counter() - t0
+    figures["profile_sizes"] = sorted(set(profile_sizes.values()))
 
     # Summaries up to the last few turns, as threshold consolidation would have left them.
     t0 = time.perf_counter()
@@ -361,12 +395,57 @@ def build_stack(settings: Settings, folder: Path, started: float) -> tuple[Stack
     # Warm every conversation into tier 1 and every code path once.
     for conversation in conversations:
         manager.recent_turns(conversation.conversation_id, conversation.user_id)
-    for request in make_requests(conversations, 20, rng):
+    for request in make_requests(conversations, 20, rng, profile_sizes):
         chain.invoke({"input": request.question}, request.config)
     settle(services)
     figures["rss_mb_after_setup"] = rss_mb()
-    stack = Stack(services, chain, llm, idle, model, recorder, conversations)
+    stack = Stack(services, chain, llm, idle, model, recorder, conversations, profile_sizes)
     return stack, figures
+
+
+def store_notes(services: Services, user: str, count: int, rng: random.Random) -> None:
+    """``count`` distinct notes about the user, current, said over the last months.
+
+    Stored as an import stores them (``FactStore.restore``: no decision, no vector), so that
+    a 1,000-fact profile takes seconds to set up on any version of the code, whatever an
+    add costs there; :func:`embed_notes` gives them their vectors.
+    """
+    now = datetime.now(UTC)
+    notes = []
+    for number in range(count):
+        text = fill("I care about {topic} and {food}; {person} lives in {city}.", rng)
+        when = now - timedelta(days=90) + timedelta(minutes=number)
+        notes.append(
+            Fact(
+                id=uuid.UUID(int=rng.getrandbits(128)).hex,
+                user_id=user,
+                text=f"Note {number}: {text}",
+                kind="other",
+                origin="explicit",
+                status="current",
+                created_at=when,
+                valid_from=when,
+            )
+        )
+    services.manager.fact_store.restore(notes)
+
+
+def embed_notes(services: Services, profile_sizes: dict[str, int]) -> None:
+    """Embed the facts stored without a vector, as the code being measured does it.
+
+    With ``FactStore.embed_pending`` (the background's job since issue 38), called until
+    none waits; before it, a profile read with a vector embedded them.
+    """
+    facts = services.manager.fact_store
+    pending = getattr(facts, "embed_pending", None)
+    if pending is not None:
+        while pending(256):
+            pass
+        return
+    assert services.vectors is not None
+    vector = services.vectors.embeddings.embed_query("warm up")
+    for user in profile_sizes:
+        facts.profile(user, vector)
 
 
 def settle(services: Services) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from memory_chain.eval.locomo import EvalScope
     from memory_chain.retrieval import RetrievalMode
+    from memory_chain.services import Services
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
 
@@ -253,6 +254,7 @@ def import_(
                 source,
                 max_chars=settings.max_message_chars,
                 on_conflict=on_conflict,
+                max_facts_per_user=settings.memory_max_facts_per_user,
                 progress=lambda done, total: bar.update(
                     task, description="importing conversations", completed=done, total=total
                 ),
@@ -274,6 +276,7 @@ def import_(
                     progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
             typer.echo(f"embedded {embedded} turns into {services.vectors.backend}")
+            _embed_facts(services)
     except VectorStoreError as exc:
         typer.echo(
             f"warning: tier 3 is unavailable ({exc}); the imported turns stay queued: run "
@@ -284,6 +287,20 @@ def import_(
         _fail(exc)
     finally:
         services.close()
+
+
+def _embed_facts(services: Services) -> None:
+    """Embed the facts stored without a vector now, as a server's backfill thread would."""
+    from memory_chain.errors import MemoryChainError
+
+    embedded = 0
+    try:
+        while done := services.manager.fact_store.embed_pending():
+            embedded += done
+    except MemoryChainError as exc:
+        typer.echo(f"warning: facts not embedded ({exc}): a running server embeds them", err=True)
+    if embedded:
+        typer.echo(f"embedded {embedded} facts")
 
 
 @app.command()

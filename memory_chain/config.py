@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from memory_chain.facts.model import MAX_FACTS_PER_USER
 from memory_chain.identity import check_reserved_names
 from memory_chain.web_policy import host_entry, origin_entry, unique
 
@@ -87,6 +88,23 @@ class MemorySettings(BaseSettings):
         default=1_000,
         ge=1,
         description="Conversations kept in tier 1 (least recently used are evicted).",
+    )
+    memory_max_facts_per_user: int = Field(
+        default=MAX_FACTS_PER_USER,
+        ge=1,
+        description="Most current facts a user may have. A fact that would be one more is "
+        "refused whatever brings it: REST answers 409, MCP's remember a tool error, the "
+        "LangGraph store's put raises, an import fails before writing; a chat's \"remember "
+        '..." and facts learnt at consolidation are skipped and logged. Dismissed and '
+        "superseded facts (the history) do not count; the user makes room by dismissing facts.",
+    )
+    memory_fact_cache_mb: float = Field(
+        default=64.0,
+        ge=0,
+        description="Memory each process keeps users' current fact vectors (and the facts it "
+        "showed) in between chat turns, least recently used users out first: about 2.5 MB for "
+        "a 1,000-fact profile with a 384-d model. A turn checks one version row instead of "
+        "reading every fact; 0 reads them every turn.",
     )
 
     # Tier 2: SQL.

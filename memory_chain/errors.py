@@ -50,6 +50,37 @@ class FactNotFoundError(MemoryChainError, LookupError):
         self.fact_id = fact_id
 
 
+class FactLimitError(InvalidInputError):
+    """The user has as many current facts as memory keeps per user: no fact was added.
+
+    Answered 409 over HTTP (the same request succeeds once the user has room); a tool error
+    over MCP; raised by a LangGraph store's ``put`` (a ``ValueError``). Learning at
+    consolidation skips the fact and logs it.
+
+    Attributes:
+        user_id: Whose facts.
+        limit: The most current facts a user may have (``memory_max_facts_per_user``).
+        current: How many the user has.
+    """
+
+    def __init__(self, user_id: str, limit: int, current: int, adding: int = 1) -> None:
+        if adding == 1:
+            said = f"has {current:,} current facts, the most memory keeps per user"
+        else:
+            said = (
+                f"has {current:,} current facts; {adding:,} more would pass the {limit:,} "
+                "memory keeps per user"
+            )
+        super().__init__(
+            f"user {user_id!r} {said} (memory_max_facts_per_user): nothing was added. Dismiss "
+            "facts that no longer hold (DELETE /v1/facts/{id}, MCP forget, a store delete, or "
+            '"forget ..." in a chat), or raise MEMORY_CHAIN_MEMORY_MAX_FACTS_PER_USER'
+        )
+        self.user_id = user_id
+        self.limit = limit
+        self.current = current
+
+
 class StorageError(MemoryChainError):
     """A store failed (database locked for too long, schema missing, server unreachable)."""
 

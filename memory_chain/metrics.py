@@ -64,6 +64,21 @@ TIER1_LOOKUPS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+FACT_MATRIX_LOOKUPS = Counter(
+    "memory_chain_fact_matrix_lookups",
+    "Reads of a user's current fact vectors, by result: hit (the process's copy is the "
+    "database's version) or miss (read from SQL).",
+    ["result"],
+    registry=REGISTRY,
+)
+FACTS_REFUSED = Counter(
+    "memory_chain_facts_refused",
+    "Facts not added because their user had as many current facts as memory keeps "
+    "(memory_max_facts_per_user), by origin: api (REST, MCP, the store), explicit (a chat's "
+    '"remember ..."), extracted (learnt at consolidation), import.',
+    ["origin"],
+    registry=REGISTRY,
+)
 EMBEDDING_SECONDS = Histogram(
     "memory_chain_embedding_duration_seconds",
     "Embedding latency per call: query (one text, on the request path) or documents (a "

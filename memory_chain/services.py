@@ -270,8 +270,16 @@ def open_services(
         max_turns=settings.memory_tier1_max_turns,
         max_conversations=settings.memory_tier1_max_conversations,
     )
-    # Facts are embedded by the model that embeds turns, when semantic memory is on.
-    facts = FactStore(store.database, embed=vectors.embeddings.embed_documents if vectors else None)
+    # Facts are embedded by the model that embeds turns, when semantic memory is on; those
+    # stored without a vector (imported, or while the model was down) by its backfill thread.
+    facts = FactStore(
+        store.database,
+        embed=vectors.embeddings.embed_documents if vectors else None,
+        max_facts=settings.memory_max_facts_per_user,
+        cache_bytes=int(settings.memory_fact_cache_mb * 2**20),
+    )
+    if vectors is not None and vectors.worker is not None:
+        vectors.worker.chores.append(facts.embed_pending)
     manager = MemoryManager(
         store,
         buffer,

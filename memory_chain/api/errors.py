@@ -3,10 +3,11 @@
 Library errors map to statuses (bad input 422; a message too long for the model's window, or
 a request the model refuses, 400; no API key or an unknown one 401, with ``WWW-Authenticate:
 Bearer``; a valid key that cannot act as the user it needs 403; an unknown or foreign
-conversation, an unknown model 404; a write that collided with a stored row 409; a store or
-the LLM down 503). A database error that reaches a route without passing tier 2's mapping is
-mapped the same way (:func:`~memory_chain.tiers.sql.rows.storage_error`), so bad input never
-answers 500. Oversize bodies get 413 before they are read whole.
+conversation, an unknown model 404; a write that collided with a stored row, or a fact past
+the user's limit of current facts, 409; a store or the LLM down 503). A database error that
+reaches a route without passing tier 2's mapping is mapped the same way
+(:func:`~memory_chain.tiers.sql.rows.storage_error`), so bad input never answers 500.
+Oversize bodies get 413 before they are read whole.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from memory_chain.errors import (
     AuthenticationError,
     ContextOverflowError,
     ConversationNotFoundError,
+    FactLimitError,
     FactNotFoundError,
     IdentityRefusedError,
     InvalidInputError,
@@ -58,6 +60,9 @@ _STATUS: list[tuple[type[MemoryChainError], int]] = [
     (IdentityRefusedError, 403),
     (ContextOverflowError, 400),
     (ModelRequestError, 400),
+    # 409, not 422: the request is well formed; the user's facts are at their limit, and the
+    # same request succeeds once some are dismissed.
+    (FactLimitError, 409),
     (InvalidInputError, 422),
     (ModelNotFoundError, 404),
     (ConversationNotFoundError, 404),

@@ -6,8 +6,9 @@ user asked to be remembered ("remember that ..."), what was added by hand, with 
 ``GET /v1/facts`` lists the current ones (``?include=superseded&include=dismissed`` for the
 history); ``POST`` adds one (201; reconciled by :mod:`memory_chain.facts.rules`: the same
 fact again adds nothing and answers 200, a newer value of the same subject supersedes the
-older); ``PATCH /v1/facts/{id}`` edits one (the id stays, the old text is kept as a
-superseded copy); ``DELETE`` dismisses one (it leaves every prompt, the history keeps it).
+older; 409 when the user has ``memory_max_facts_per_user`` current facts); ``PATCH
+/v1/facts/{id}`` edits one (the id stays, the old text is kept as a superseded copy);
+``DELETE`` dismisses one (it leaves every prompt, the history keeps it).
 
 ``GET /v1/users/me/export`` streams every conversation, fact and store item of the caller in
 the JSON Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller
@@ -68,7 +69,13 @@ def list_facts(
     "/facts",
     response_model=FactAdded,
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": FactAdded, "description": "The caller had this fact already."}},
+    responses={
+        200: {"model": FactAdded, "description": "The caller had this fact already."},
+        409: {
+            "description": "The caller has as many current facts as memory keeps "
+            "(memory_max_facts_per_user): dismiss some first."
+        },
+    },
 )
 def add_fact(body: FactIn, memory: MemoryDep, user: CurrentUser, response: Response) -> FactAdded:
     """Add a fact by hand (201); 200 when the caller has it already (no fact added)."""

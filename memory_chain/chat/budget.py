@@ -14,7 +14,10 @@ unused passes on, and what is still unused at the end goes back to the recent tu
 recalled items. A long turn, summary or fact enters as an excerpt around what the message
 asks (:func:`~memory_chain.chat.excerpt.excerpt`), marked as cut; the stored text stays
 whole. Recent turns are kept newest first (older ones are dropped when they do not fit),
-recalled items best first (one that does not fit is skipped for smaller ones after it).
+recalled items best first (one that does not fit is skipped for smaller ones after it); the
+facts most relevant first until the section has less room left than the shortest fact line
+counted (those after it are not counted: a profile of thousands costs a prompt the few that
+fit).
 
 Token counts come from the model's tokenizer where memory_chain has it, else from an
 estimate that counts high (:mod:`memory_chain.tokens`); a chat template's role markers are
@@ -69,6 +72,10 @@ PROMPT_OVERHEAD = 16
 SHARES = {"facts": 0.15, "summary": 0.25, "recent": 0.6}
 #: A recalled item longer than this share of its section's room enters as an excerpt.
 ITEM_SHARE = 0.25
+#: Lines counted at a time. The facts section stops once the room it has left is less than
+#: the shortest fact line counted: the facts come most relevant first, and a user with
+#: thousands of them costs a prompt the few that fit, not the whole profile read for it.
+COUNT_BATCH = 8
 
 _ROLE_MESSAGES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
@@ -260,36 +267,42 @@ class _Filler:
             return Section(name, room)
         left = room - framing
         item_cap = max(int(left * ITEM_SHARE), 4 * MIN_EXCERPT_TOKENS)
-        labels = [
-            _label(item, conversation_id) if name == "memories" else _fact_label(item)
-            for item in items
-        ]
-        whole = self.counter.count_many(
-            [label + item.content for label, item in zip(labels, items, strict=True)]
-        )
         entries: list[Entry] = []
-        for item, label, whole_cost in zip(items, labels, whole, strict=True):
-            text, cost, cut = label + item.content, whole_cost, False
-            if cost + 1 > left or cost > item_cap:
-                label_cost = self.counter.count(label)
-                part = self.fit(item.content, min(left, item_cap) - label_cost - 1)
-                if not part or part == item.content:
-                    continue
-                text, cost, cut = label + part, self.counter.count(label + part), True
-                if cost + 1 > left:
-                    continue
-            left -= cost + 1  # the line and its newline
-            entries.append(
-                Entry(
-                    text,
-                    cost + 1,
-                    item.kind,
-                    item.conversation_id,
-                    item.turn_number,
-                    item.role,
-                    cut,
-                )
+        shortest: int | None = None
+        for start in range(0, len(items), COUNT_BATCH):
+            if name == "facts" and shortest is not None and left < shortest + 1:
+                break  # full: the facts left, the least relevant, are not even counted
+            batch = items[start : start + COUNT_BATCH]
+            labels = [
+                _label(item, conversation_id) if name == "memories" else _fact_label(item)
+                for item in batch
+            ]
+            whole = self.counter.count_many(
+                [label + item.content for label, item in zip(labels, batch, strict=True)]
             )
+            shortest = min(whole) if shortest is None else min(shortest, *whole)
+            for item, label, whole_cost in zip(batch, labels, whole, strict=True):
+                text, cost, cut = label + item.content, whole_cost, False
+                if cost + 1 > left or cost > item_cap:
+                    label_cost = self.counter.count(label)
+                    part = self.fit(item.content, min(left, item_cap) - label_cost - 1)
+                    if not part or part == item.content:
+                        continue
+                    text, cost, cut = label + part, self.counter.count(label + part), True
+                    if cost + 1 > left:
+                        continue
+                left -= cost + 1  # the line and its newline
+                entries.append(
+                    Entry(
+                        text,
+                        cost + 1,
+                        item.kind,
+                        item.conversation_id,
+                        item.turn_number,
+                        item.role,
+                        cut,
+                    )
+                )
         if not entries:
             return Section(name, room)
         return Section(name, room, tuple(entries), framing)

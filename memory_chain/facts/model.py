@@ -29,6 +29,12 @@ MAX_FACT_CHARS = 2000
 FACT_ID = re.compile(r"[0-9a-f]{32}")
 #: The longest store key accepted (LangGraph's keys are free strings; uuid4's take 36).
 MAX_KEY_CHARS = 512
+#: The most current facts a user has by default (``memory_max_facts_per_user``): twice the
+#: 1,000-fact profile the chat benchmark measures. A chat turn's cost does not grow with it
+#: (each process keeps a user's vectors in memory: 1.5 KB a fact with a 384-d model, 3 MB
+#: at the limit), but a cold read of them, and every fact that a "forget ..." request or a
+#: store search with a filter reads, does; and a prompt shows a few dozen facts of them all.
+MAX_FACTS_PER_USER = 2_000
 
 #: The namespace of :func:`keyed_id`'s UUIDs.
 _KEYED = uuid.UUID("6f6a9d2e-4b1c-5e8f-9a3d-2c7b1e0f4d58")

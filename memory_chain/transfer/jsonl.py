@@ -36,7 +36,7 @@ from typing import IO
 from sqlalchemy import Engine
 
 from memory_chain.errors import ConversationNotFoundError, InvalidInputError, MemoryChainError
-from memory_chain.facts.model import Fact
+from memory_chain.facts.model import MAX_FACTS_PER_USER, Fact
 from memory_chain.schemas import utcnow
 from memory_chain.tiers.sql.export import count_conversations, read_export
 from memory_chain.tiers.sql.facts import FactStore
@@ -218,12 +218,14 @@ def import_jsonl(
     max_chars: int,
     on_conflict: OnConflict = "fail",
     progress: Progress | None = None,
+    max_facts_per_user: int = MAX_FACTS_PER_USER,
 ) -> TransferReport:
     """Import a file written by :func:`export_jsonl` (or by hand, see the module docstring).
 
     The whole file is read and checked first (:class:`~.plan.ImportPlan`): a malformed line,
     a conversation, fact id or store item that comes twice, a fact id stored for another
-    user, or (with ``on_conflict="fail"``) a conversation or store item that is already
+    user, more current facts for a user than ``max_facts_per_user`` (counting those stored),
+    or (with ``on_conflict="fail"``) a conversation or store item that is already
     stored stops the import before anything is written. Then each conversation is written
     in its own transaction, with its turn numbers, timestamps, counters, status and
     summaries; its turns are queued for tier 3 when the store queues embeddings (drain the
@@ -231,8 +233,10 @@ def import_jsonl(
     history links), a batch per transaction; a fact already stored (the same id) is left as
     it is, whatever ``on_conflict`` says, so importing twice adds none twice. Store items
     are stored with their dates, a batch per transaction; one already stored (the same user,
-    namespace and key) is left as it is with ``on_conflict="skip"``. The vectors of facts
-    and store items are computed when they are first ranked or searched.
+    namespace and key) is left as it is with ``on_conflict="skip"``. Nothing is embedded: the
+    facts' vectors are computed by a server's background thread
+    (:meth:`~memory_chain.tiers.sql.facts.FactStore.embed_pending`), store items' when they
+    are first searched.
 
     Args:
         store: The tier-2 store to import into.
@@ -241,6 +245,8 @@ def import_jsonl(
         on_conflict: ``"fail"``: refuse the import if a conversation id or a store item is
             taken; ``"skip"``: keep the stored conversation or item and leave the line out.
         progress: Called after each conversation with (done, total).
+        max_facts_per_user: The most current facts a user may have
+            (``memory_max_facts_per_user``).
 
     Returns:
         What was imported and skipped.
@@ -254,8 +260,9 @@ def import_jsonl(
     plan = ImportPlan()
     for number, item in read_jsonl(path, max_chars=max_chars, now=now):
         plan.add(number, item)
-    plan.check(store.engine, on_conflict)
-    fact_store, item_store = FactStore(store.database), StoreItems(store.database)
+    plan.check(store.engine, on_conflict, max_facts=max_facts_per_user)
+    fact_store = FactStore(store.database, max_facts=max_facts_per_user)
+    item_store = StoreItems(store.database)
     skip_items = on_conflict == "skip"
     report = TransferReport()
     facts: list[tuple[int, Fact]] = []

@@ -4,15 +4,16 @@
 line is read and checked on its own (:func:`~memory_chain.transfer.jsonl.read_jsonl`) and
 noted in an :class:`ImportPlan` with its line number, which then refuses what no single line
 shows: a conversation, fact or store item that comes twice, a fact superseded by another
-user's or whose id another user has, a store key naming two current facts of its user, and
-(with ``on_conflict="fail"``) a conversation or store item already stored. Only then does the
-second pass write.
+user's or whose id another user has, a store key naming two current facts of its user, more
+current facts for a user than memory keeps (``memory_max_facts_per_user``, counting those
+stored), and (with ``on_conflict="fail"``) a conversation or store item already stored. Only
+then does the second pass write.
 
 Example:
     >>> plan = ImportPlan()  # doctest: +SKIP
     >>> for number, item in read_jsonl(path, max_chars=200_000):  # doctest: +SKIP
     ...     plan.add(number, item)
-    >>> plan.check(store.engine, on_conflict="fail")  # doctest: +SKIP
+    >>> plan.check(store.engine, on_conflict="fail", max_facts=2000)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from memory_chain.errors import InvalidInputError
-from memory_chain.facts.model import Fact
+from memory_chain.errors import FactLimitError, InvalidInputError
+from memory_chain.facts.model import MAX_FACTS_PER_USER, Fact
+from memory_chain.tiers.sql.fact_adds import check_room, count_current
 from memory_chain.tiers.sql.restore import (
     ConversationExistsError,
     ItemKey,
@@ -33,7 +35,7 @@ from memory_chain.tiers.sql.restore import (
     existing_store_items,
     keys_in_use,
 )
-from memory_chain.tiers.sql.rows import ConversationRecord
+from memory_chain.tiers.sql.rows import ConversationRecord, storage_errors
 from memory_chain.tiers.sql.store_items import (
     StoredItem,
     StoreItemExistsError,
@@ -107,18 +109,21 @@ class ImportPlan:
             )
         self.conversations[owned] = number
 
-    def check(self, engine: Engine, on_conflict: OnConflict) -> None:
+    def check(
+        self, engine: Engine, on_conflict: OnConflict, *, max_facts: int = MAX_FACTS_PER_USER
+    ) -> None:
         """Check the file against itself and the database, once every line is added.
 
         Args:
             engine: The database imported into.
             on_conflict: ``"fail"`` also refuses a conversation or store item already
                 stored; ``"skip"`` leaves them to be skipped.
+            max_facts: The most current facts a user may have.
 
         Raises:
             ImportFileError: Naming the first line at fault.
         """
-        self._check_facts(engine)
+        self._check_facts(engine, max_facts)
         if on_conflict != "fail":
             return
         taken = {
@@ -133,7 +138,7 @@ class ImportPlan:
             first = min(taken)
             raise ImportFileError(first, f"{taken[first]}; nothing was imported")
 
-    def _check_facts(self, engine: Engine) -> None:
+    def _check_facts(self, engine: Engine, max_facts: int) -> None:
         """Refuse facts that would replace one of another user, or whose id another has."""
         lines, facts = self.fact_lines, self.facts
         for fact_id, number in lines.items():
@@ -157,6 +162,27 @@ class ImportPlan:
                 "database, keep the file's facts to their users; nothing was imported",
             )
         self._check_keys(engine, stored)
+        self._check_room(engine, stored, max_facts)
+
+    def _check_room(self, engine: Engine, stored: Collection[str], max_facts: int) -> None:
+        """Refuse current facts that would take a user past ``max_facts``."""
+        adding: dict[str, list[str]] = {}
+        for fact_id in self.fact_lines:
+            fact = self.facts[fact_id]
+            if fact.current and fact_id not in stored:
+                adding.setdefault(fact.user_id, []).append(fact_id)
+        if not adding:
+            return
+        with storage_errors(), engine.connect() as conn:
+            counts = count_current(conn, adding)
+        for user_id, fact_ids in adding.items():
+            try:
+                check_room(user_id, counts[user_id], len(fact_ids), max_facts, origin="import")
+            except FactLimitError as exc:
+                first = fact_ids[max(max_facts - counts[user_id], 0)]
+                raise ImportFileError(
+                    self.fact_lines[first], f"{exc}; nothing was imported"
+                ) from exc
 
     def _check_keys(self, engine: Engine, stored: Collection[str]) -> None:
         """Refuse a store key that would name two current facts of its user."""

@@ -304,3 +304,31 @@ def test_the_estimate_counts_high_on_every_kind_of_text(qwen: GGUFTokenCounter) 
         estimated = [upper_bound_tokens(t) for t in texts]
         assert sum(estimated) >= sum(real), kind
         assert max(r - e for r, e in zip(real, estimated, strict=True)) <= 3, kind
+
+
+def test_a_large_profile_costs_the_prompt_the_facts_that_fit() -> None:
+    counted: list[str] = []
+
+    class Counting(EstimatingCounter):
+        def count_many(self, texts: list[str]) -> list[int]:
+            counted.extend(texts)
+            return super().count_many(texts)
+
+    facts = tuple(
+        _item(n, f"Note {n}: I care about hiking and sushi; Ana lives in Porto.", kind="fact")
+        for n in range(64)  # a profile's read: the 64 most relevant of a large one
+    )
+    context = MemoryContext("chat", "ana", None, (), (), facts=facts)
+    built = build_prompt(
+        system="",
+        context=context,
+        message="Any walks near me?",
+        budget=Budget.of(window=2048, max_tokens=None, default_reply=512),
+        counter=Counting(),
+    )
+    (section,) = [s for s in built.sections if s.name == "facts"]
+    fitted = len(section.entries)
+    assert 0 < fitted < 20
+    assert [e.text for e in section.entries] == [fact_line(f) for f in facts[:fitted]]
+    lines = [text for text in counted if text.startswith("- (")]
+    assert len(lines) <= fitted + 8  # the lines that fit, and one batch more at most

@@ -536,6 +536,37 @@ def test_consolidation_files_extracted_facts_with_their_turns(
     assert service.extraction_failures == 0
 
 
+def test_facts_past_the_users_limit_are_skipped_and_the_range_consolidated(
+    sqlite_store: SQLStore, embeddings: SentenceEmbeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    facts = FactStore(sqlite_store.database, embed=embeddings.embed_documents, max_facts=2)
+    facts.add("ana", FactDraft("I play the cello on Sundays."))
+    _chat(sqlite_store, "family", [t.content for t in CHAT])
+    llm = Scripted(
+        replies=[
+            reply(
+                fact("My daughter Mia turns 7 in May.", 1, subject="daughter", kind="relationship"),
+                fact("I work as a pharmacist.", 3, subject="job", kind="biography"),
+            )
+        ]
+    )
+    service = _consolidation(sqlite_store, FactExtractor(llm, facts))
+    try:
+        with caplog.at_level("WARNING"):
+            assert service.consolidate("family", "ana") is not None
+    finally:
+        service.stop()
+    # One fact fitted; the other was skipped and logged; the range is consolidated.
+    assert {f.text for f in facts.of_user("ana")} == {
+        "I play the cello on Sundays.",
+        "My daughter Mia turns 7 in May.",
+    }
+    assert "I work as a pharmacist." in caplog.text
+    assert "MEMORY_CHAIN_MEMORY_MAX_FACTS_PER_USER" in caplog.text
+    assert service.extraction_failures == 0
+    assert len(sqlite_store.get_summaries("family", user_id="ana")) == 1
+
+
 @pytest.mark.parametrize(
     "failure", [ConnectionError("model down"), "The user has a daughter.", '{"facts": [{"te']
 )

@@ -364,7 +364,7 @@ def test_a_dismissed_fact_leaves_the_profile_and_stays_in_the_history(facts: Fac
     assert again.fact.id != fact.id
 
 
-def test_the_profile_ranks_by_the_message_and_embeds_facts_stored_without_vectors(
+def test_the_profile_ranks_by_the_message_and_never_embeds_in_the_read(
     store: SQLStore, embeddings: SentenceEmbeddings
 ) -> None:
     bare = FactStore(store.database)  # no embedding model: stored without vectors
@@ -377,8 +377,23 @@ def test_the_profile_ranks_by_the_message_and_embeds_facts_stored_without_vector
     newest_first = [r.fact.text for r in bare.profile("ana")]
     assert newest_first[0] == "I drive a Volvo."
     assert all(r.score is None for r in bare.profile("ana"))
-    ranked = FactStore(store.database, embed=embeddings.embed_documents)
+    calls: list[int] = []
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        return embeddings.embed_documents(texts)
+
+    ranked = FactStore(store.database, embed=counted)
     question = embeddings.embed_query("Which foods must I avoid?")
+    # A read (a chat turn) embeds nothing: the facts without a vector come newest first.
+    unscored = ranked.profile("ana", question)
+    assert [r.fact.text for r in unscored] == newest_first
+    assert all(r.score is None for r in unscored)
+    assert calls == []
+    # The background embeds them (the tier-3 backfill thread runs embed_pending).
+    assert ranked.embed_pending() == 3
+    assert ranked.embed_pending() == 0
+    assert calls == [3]
     order = ranked.profile("ana", question)
     assert order[0].fact.text == "I am allergic to peanuts."
     assert all(r.score is not None for r in order)

@@ -674,3 +674,82 @@ def test_0014_gives_each_fact_its_sources_and_downgrades(sql_url: str) -> None:
             assert [row[0] for row in conn.execute(query)] == ["a" * 32, "b" * 32]
     finally:
         engine.dispose()
+
+
+def test_0015_keys_facts_by_their_words_and_subject_versions_users_and_downgrades(
+    sql_url: str,
+) -> None:
+    from sqlalchemy import text
+
+    from memory_chain.tiers.sql.fact_keys import subject_digest, text_key
+
+    engine = create_sql_engine(sql_url)
+    insert = text(
+        "INSERT INTO facts (id, user_id, text, kind, origin, status, subject, created_at, "
+        "valid_from) VALUES (:id, :user, :text, 'other', 'api', 'current', :subject, "
+        "'2026-12-05 10:00:00', '2026-12-05 10:00:00')"
+    )
+
+    def version(user: str) -> str | None:
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT version FROM fact_versions WHERE user_id = :u"), {"u": user}
+            ).scalar()
+        return found if found is None else str(found)
+
+    try:
+        upgrade(engine, "0014")
+        with engine.begin() as conn:
+            conn.execute(
+                insert,
+                {
+                    "id": "a" * 32,
+                    "user": "ana",
+                    "text": "I live in Porto.",
+                    "subject": "The Home City",
+                },
+            )
+            conn.execute(
+                insert, {"id": "b" * 32, "user": "bob", "text": "I swim.", "subject": None}
+            )
+        upgrade(engine)
+        with engine.connect() as conn:
+            keys = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute(text("SELECT id, text_key, subject_key FROM facts"))
+            }
+        assert keys["a" * 32] == (text_key("i live in porto"), subject_digest("home city"))
+        assert keys["b" * 32] == (text_key("I swim"), None)
+        indexes = {i["name"]: i["column_names"] for i in inspect(engine).get_indexes("facts")}
+        assert indexes["idx_facts_user_text"] == ["user_id", "text_key"]
+        assert indexes["idx_facts_user_subject"] == ["user_id", "subject_key"]
+        assert indexes["idx_facts_user_conversation"] == ["user_id", "conversation_id"]
+        # Every user with facts has a version; every change of one of theirs replaces it.
+        first, bob = version("ana"), version("bob")
+        assert first is not None
+        assert bob is not None
+        with engine.begin() as conn:
+            conn.execute(insert, {"id": "c" * 32, "user": "ana", "text": "I run.", "subject": None})
+        second = version("ana")
+        assert second not in (None, first)
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE facts SET kind = 'plan' WHERE id = :id"), {"id": "c" * 32})
+        third = version("ana")
+        assert third not in (None, second)
+        with engine.begin() as conn:
+            conn.execute(text("DELETE FROM facts WHERE id = :id"), {"id": "c" * 32})
+        assert version("ana") not in (None, third)
+        assert version("bob") == bob  # another user's changes leave bob's version
+        with engine.begin() as conn:  # the user's last fact: the row goes with it
+            conn.execute(text("DELETE FROM facts WHERE user_id = 'ana'"))
+        assert version("ana") is None
+        downgrade(engine, "0014")
+        assert "fact_versions" not in inspect(engine).get_table_names()
+        columns = {c["name"] for c in inspect(engine).get_columns("facts")}
+        assert not {"text_key", "subject_key"} & columns
+        with engine.begin() as conn:  # no trigger left behind
+            conn.execute(insert, {"id": "d" * 32, "user": "cyd", "text": "I row.", "subject": None})
+        upgrade(engine)
+        assert version("cyd") is not None
+    finally:
+        engine.dispose()

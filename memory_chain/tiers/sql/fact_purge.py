@@ -26,10 +26,9 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 
 from memory_chain.facts.rules import relinked
-from memory_chain.tiers.sql.fact_sources import chunks
 from memory_chain.tiers.sql.fact_writes import fact_from_row
 from memory_chain.tiers.sql.models import fact_sources, facts
-from memory_chain.tiers.sql.rows import naive_utc
+from memory_chain.tiers.sql.rows import in_chunks, naive_utc
 
 
 def forget_conversations(conn: Connection, user_id: str, conversation_ids: Collection[str]) -> int:
@@ -46,7 +45,7 @@ def forget_conversations(conn: Connection, user_id: str, conversation_ids: Colle
     purged = set(conversation_ids)
     touched: set[str] = set()
     mine = fact_sources.c.user_id == user_id
-    for chunk in chunks(purged):
+    for chunk in in_chunks(sorted(set(purged))):
         in_chunk = fact_sources.c.conversation_id.in_(chunk)
         touched.update(conn.execute(select(fact_sources.c.fact_id).where(mine, in_chunk)).scalars())
         # A fact whose own columns name the conversation, should it lack the row.
@@ -86,7 +85,7 @@ def forget_conversations(conn: Connection, user_id: str, conversation_ids: Colle
 def _rows(conn: Connection, column: Any, values: Collection[str]) -> list[Any]:
     """The ``facts`` rows whose ``column`` is one of ``values``."""
     found: list[Any] = []
-    for chunk in chunks(values):
+    for chunk in in_chunks(sorted(set(values))):
         found += conn.execute(select(facts).where(column.in_(chunk))).all()
     return found
 
@@ -94,7 +93,7 @@ def _rows(conn: Connection, column: Any, values: Collection[str]) -> list[Any]:
 def _first_sources(conn: Connection, fact_ids: Collection[str]) -> dict[str, Any]:
     """Each fact's first said remaining source row (facts with none left are absent)."""
     first: dict[str, Any] = {}
-    for chunk in chunks(fact_ids):
+    for chunk in in_chunks(sorted(set(fact_ids))):
         rows = conn.execute(
             select(fact_sources)
             .where(fact_sources.c.fact_id.in_(chunk))
@@ -124,7 +123,7 @@ def _delete(conn: Connection, user_id: str, doomed: list[Any]) -> None:
     changes = relinked(
         [fact_from_row(row) for row in doomed], [fact_from_row(row) for row in pointing], keys
     )
-    for chunk in chunks(ids):
+    for chunk in in_chunks(sorted(set(ids))):
         # Their sources go with them (none is left, but an edit copy may hold one).
         conn.execute(delete(fact_sources).where(fact_sources.c.fact_id.in_(chunk)))
         conn.execute(delete(facts).where(facts.c.id.in_(chunk)))

@@ -2,10 +2,14 @@
 
 :class:`FactReader` is the reading half of :class:`~memory_chain.tiers.sql.facts.FactStore`
 (which adds the changes): reads need no lock, and see what the last change committed. A
-user's facts are few (tens, hundreds), read whole for every chat turn's profile, so they are
-scored where they are read, exactly (a dot product per fact), rather than kept in step with a
-second store. Facts stored while no embedding model was at hand are embedded when first
-ranked with one.
+chat turn's profile scores every current fact of the user exactly (one matrix product over
+their vectors) and reads only the best whole; the vectors stay in the process between turns
+while the user's fact version says they are the database's (:mod:`.fact_matrix`), so a turn
+reads one version row and a page of facts however many the user has. No read embeds: facts
+stored without a vector (imported, or while no model answered) are embedded in the
+background (:meth:`~memory_chain.tiers.sql.facts.FactStore.embed_pending`), and ranked
+after the scored ones, newest first, until then. Lists of ids are bound a chunk at a time
+(:func:`~.rows.in_chunks`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import func, select
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
 from memory_chain.facts.model import STATUSES, Fact
 from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.fact_matrix import FactMatrices
 from memory_chain.tiers.sql.fact_sources import said_in
-from memory_chain.tiers.sql.fact_writes import fact_from_row, vector_bytes
+from memory_chain.tiers.sql.fact_writes import FACT_COLUMNS, fact_from_row, vector_bytes
 from memory_chain.tiers.sql.models import fact_sources, facts
+from memory_chain.tiers.sql.rows import in_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +39,11 @@ Embed = Callable[[list[str]], list[list[float]]]
 #: Facts a profile reads whole, the most relevant first: more than a prompt's facts section
 #: holds (15 % of memory's room: about 40 one-line facts in an 8k window).
 PROFILE_LIMIT = 64
+
+#: The process's cache of the users' current facts, by default (``memory_fact_cache_mb``):
+#: 64 MB hold 25 users' 1,000-fact profiles (384-d vectors), or 1,300 users' of 20 facts.
+FACT_CACHE_BYTES = 64 * 2**20
+
 
 #: Supersessions followed from a retired fact to the one that holds now (a chain is short:
 #: one per change of a subject's value).
@@ -56,11 +67,20 @@ class FactReader:
         database: Tier 2.
         embed: Embeds texts for reconciliation and ranking (``None``: words and dates
             only).
+        cache_bytes: Most bytes of users' current fact vectors kept between reads
+            (:class:`~.fact_matrix.FactMatrices`; the least recently read users' go first).
     """
 
-    def __init__(self, database: Database, *, embed: Embed | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        embed: Embed | None = None,
+        cache_bytes: int = FACT_CACHE_BYTES,
+    ) -> None:
         self.database = database
         self.embed = embed
+        self.matrices = FactMatrices(cache_bytes)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -93,7 +113,7 @@ class FactReader:
                 f"unknown fact status {sorted(unknown)[0]!r}: use {', '.join(STATUSES)}"
             )
         statement = (
-            select(facts)
+            select(*FACT_COLUMNS)
             .where(facts.c.user_id == user_id, facts.c.status.in_(list(statuses)))
             .order_by(facts.c.valid_from.desc(), facts.c.created_at.desc(), facts.c.id)
         )
@@ -122,38 +142,47 @@ class FactReader:
         if not conversation_ids:
             return []
         source = fact_sources.c
-        rows = self.database.read(
-            select(
-                facts,
-                source.conversation_id.label("said_in"),
-                source.first_turn.label("said_first"),
-                source.last_turn.label("said_last"),
-            )
-            .join(fact_sources, source.fact_id == facts.c.id)
-            .where(
-                source.user_id == user_id,
-                source.conversation_id.in_(sorted(set(conversation_ids))),
-                facts.c.status != "current",
-            )
-        )
-        retired = [
-            replace(
-                fact_from_row(row),
-                conversation_id=row.said_in,
-                turns=(row.said_first, row.said_last) if row.said_first is not None else None,
-            )
-            for row in rows
-        ]
-        known = {fact.id: fact for fact in retired}
-        wanted = {f.superseded_by for f in retired if f.superseded_by} - known.keys()
-        for _ in range(MAX_SUPERSESSIONS):
-            if not wanted:
-                break
-            later = self.database.read(
-                select(facts).where(facts.c.user_id == user_id, facts.c.id.in_(sorted(wanted)))
-            )
-            known.update((row.id, fact_from_row(row)) for row in later)
-            wanted = {row.superseded_by for row in later if row.superseded_by} - known.keys()
+        retired: list[Fact] = []
+        with self.database.connect() as conn:
+            for chunk in in_chunks(sorted(set(conversation_ids))):
+                rows = conn.execute(
+                    select(
+                        *FACT_COLUMNS,
+                        source.conversation_id.label("said_in"),
+                        source.first_turn.label("said_first"),
+                        source.last_turn.label("said_last"),
+                    )
+                    .join(fact_sources, source.fact_id == facts.c.id)
+                    .where(
+                        source.user_id == user_id,
+                        source.conversation_id.in_(chunk),
+                        facts.c.status != "current",
+                    )
+                ).all()
+                retired += [
+                    replace(
+                        fact_from_row(row),
+                        conversation_id=row.said_in,
+                        turns=(row.said_first, row.said_last)
+                        if row.said_first is not None
+                        else None,
+                    )
+                    for row in rows
+                ]
+            known = {fact.id: fact for fact in retired}
+            wanted = {f.superseded_by for f in retired if f.superseded_by} - known.keys()
+            for _ in range(MAX_SUPERSESSIONS):
+                if not wanted:
+                    break
+                later: list[Any] = []
+                for chunk in in_chunks(sorted(wanted)):
+                    later += conn.execute(
+                        select(*FACT_COLUMNS).where(
+                            facts.c.user_id == user_id, facts.c.id.in_(chunk)
+                        )
+                    ).all()
+                known.update((row.id, fact_from_row(row)) for row in later)
+                wanted = {row.superseded_by for row in later if row.superseded_by} - known.keys()
 
         def now(fact: Fact) -> Fact | None:
             for _ in range(MAX_SUPERSESSIONS):
@@ -184,59 +213,35 @@ class FactReader:
     ) -> list[RankedFact]:
         """The user's current facts, most relevant to ``vector`` first (at most ``limit``).
 
-        Every current fact is scored (one matrix product over the stored vectors); only the
-        best ``limit`` are read whole. Facts without a vector (stored while no embedding
-        model was at hand) are embedded now when one is, and kept; those still unscored
+        Every current fact is scored (one matrix product over the user's vectors, which the
+        process keeps, with the facts, while the user's fact version stays:
+        :mod:`.fact_matrix`). A read costs the version's row and the product, however many
+        facts the user has; after a change by another process, one read of them all; after
+        an add by this one, a read of the new fact when first shown. Facts without a vector
+        yet (imported, or stored while the model was down: the background embeds them)
         follow the scored ones, newest first. Without ``vector``: newest first.
+        ``limit=None`` gives them all.
         """
-        keys = self.database.read(
-            select(facts.c.id, facts.c.text, facts.c.embedding)
-            .where(facts.c.user_id == user_id, facts.c.status == "current")
-            .order_by(facts.c.valid_from.desc(), facts.c.id)
-        )
-        if not keys:
-            return []
-        scores: dict[str, float] = {}
-        if vector is not None:
-            query = np.asarray(vector, dtype="<f4")
-            size = query.nbytes
-            missing = [row for row in keys if not row.embedding]
-            if missing and self.embed is not None:
-                for fact_id, embedded in self._embed_missing(missing).items():
-                    scores[fact_id] = float(embedded @ query)
-            have = [row for row in keys if row.embedding and len(row.embedding) == size]
-            if have:
-                matrix = np.frombuffer(b"".join(row.embedding for row in have), dtype="<f4")
-                products = matrix.reshape(len(have), -1) @ query
-                scores.update(
-                    (row.id, float(score)) for row, score in zip(have, products, strict=True)
+        query = np.asarray(vector, dtype="<f4") if vector is not None else None
+        with self.database.connect() as conn:
+            matrix = self.matrices.get(conn, user_id, whole=True)
+            chosen = matrix.ranked(query, limit)
+            shown = matrix.shown
+            unread = [matrix.ids[p] for p, _ in chosen if matrix.ids[p] not in shown]
+            for chunk in in_chunks(unread):
+                # By their ids alone: the planner then takes the key's index (with the user
+                # and status in the condition SQLite read every current fact of the user).
+                rows = conn.execute(select(*FACT_COLUMNS).where(facts.c.id.in_(chunk))).all()
+                shown.update(
+                    (row.id, fact_from_row(row))
+                    for row in rows
+                    if row.user_id == user_id and row.status == "current"
                 )
-        # Stable: unscored facts keep their newest-first order after the scored ones.
-        order = sorted((row.id for row in keys), key=lambda i: -scores.get(i, -2.0))
-        chosen = order[:limit] if limit is not None else order
-        rows = self.database.read(select(facts).where(facts.c.id.in_(chosen)))
-        by_id = {row.id: fact_from_row(row) for row in rows}
-        return [RankedFact(by_id[i], scores.get(i)) for i in chosen if i in by_id]
-
-    def _embed_missing(self, rows: Sequence[Any]) -> dict[str, np.ndarray]:
-        assert self.embed is not None
-        try:
-            embedded = self.embed([row.text for row in rows])
-        except MemoryChainError as exc:
-            logger.warning("facts not embedded (ranked by date): %s", exc)
-            return {}
-        blobs = {row.id: vector_bytes(v) for row, v in zip(rows, embedded, strict=True)}
-
-        def work(conn: Connection) -> None:
-            for row in rows:  # only if the text is still the one embedded
-                conn.execute(
-                    update(facts)
-                    .where(facts.c.id == row.id, facts.c.text == row.text)
-                    .values(embedding=blobs[row.id])
-                )
-
-        self.database.write(work)
-        return {fact_id: np.frombuffer(blob, dtype="<f4") for fact_id, blob in blobs.items()}
+        return [
+            RankedFact(shown[matrix.ids[position]], score)
+            for position, score in chosen
+            if matrix.ids[position] in shown
+        ]
 
     def _embedding(self, text: str) -> bytes | None:
         """``text``'s vector as stored (normalized float32), or ``None`` without one."""
@@ -251,15 +256,3 @@ class FactReader:
         except MemoryChainError as exc:
             logger.warning("not embedded (facts are matched by their words): %s", exc)
             return [None] * len(texts)
-
-    def _embed_unscored(self, user_id: str) -> None:
-        """Embed the user's current facts stored without a vector."""
-        rows = self.database.read(
-            select(facts.c.id, facts.c.text).where(
-                facts.c.user_id == user_id,
-                facts.c.status == "current",
-                facts.c.embedding.is_(None),
-            )
-        )
-        if rows and self.embed is not None:
-            self._embed_missing(rows)

@@ -15,7 +15,7 @@ Every function runs inside the caller's transaction, which holds the user's fact
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -27,16 +27,6 @@ from memory_chain.tiers.sql.models import fact_sources, facts
 from memory_chain.tiers.sql.rows import naive_utc
 
 T = TypeVar("T")
-
-#: Ids bound per statement (under every database's limit of bound variables).
-CHUNK = 500
-
-
-def chunks(values: Collection[T]) -> Iterator[list[T]]:
-    """``values`` in lists of at most :data:`CHUNK`, sorted (the same order every time)."""
-    ordered = sorted(set(values))  # type: ignore[type-var]
-    for start in range(0, len(ordered), CHUNK):
-        yield ordered[start : start + CHUNK]
 
 
 def source_from_row(row: Any) -> FactSource:

@@ -2,11 +2,11 @@
 
 :class:`~memory_chain.tiers.sql.facts.FactStore` opens one write transaction per change,
 holding the user's fact lock (:func:`facts_lock`), reads the user's facts here
-(:func:`current_facts`, :func:`past_facts`, :func:`fact_of`), asks the rulebook
-(:mod:`memory_chain.facts.rules`) what to do, and carries the decision out here
+(:func:`current_facts`, :func:`fact_of`) and in :mod:`.fact_adds` (found by index), asks the
+rulebook (:mod:`memory_chain.facts.rules`) what to do, and carries the decision out here
 (:func:`carry_out`, :func:`edit_row`, :func:`retire`). Nothing here decides; each function
 writes what it is told to, and the rows' conversions (:func:`fact_from_row`,
-:func:`fact_values`) live here too.
+:func:`fact_values`, with the lookup keys of :mod:`.fact_keys`) live here too.
 """
 
 from __future__ import annotations
@@ -24,9 +24,16 @@ from memory_chain.facts.model import Fact, FactKind, FactOrigin, FactStatus, own
 from memory_chain.facts.reconcile import Known
 from memory_chain.facts.rules import Decision, FactChange
 from memory_chain.schemas import as_utc
+from memory_chain.tiers.sql.fact_keys import key_values, subject_digest, text_key
 from memory_chain.tiers.sql.fact_sources import add_sources, copy_sources, said_again
 from memory_chain.tiers.sql.models import facts
 from memory_chain.tiers.sql.rows import naive_utc
+
+#: A fact's columns as read whole: all but its vector and lookup keys, which a read of a
+#: fact does not show (a vector is 1.5 KB with a 384-d model).
+FACT_COLUMNS = tuple(
+    column for column in facts.c if column.name not in ("embedding", "text_key", "subject_key")
+)
 
 
 def facts_lock(user_id: str) -> str:
@@ -87,6 +94,8 @@ def fact_values(fact: Fact, embedding: bytes | None) -> dict[str, Any]:
         "superseded_by": fact.superseded_by,
         "embedding": embedding,
         "store_key": fact.key,
+        "text_key": text_key(fact.text),
+        "subject_key": subject_digest(fact.subject),
     }
 
 
@@ -102,14 +111,6 @@ def current_facts(conn: Connection, user_id: str) -> list[Known]:
     """The user's current facts, with their vectors."""
     rows = conn.execute(
         select(facts).where(facts.c.user_id == user_id, facts.c.status == "current")
-    ).all()
-    return [Known(fact_from_row(row), vector_of(row.embedding)) for row in rows]
-
-
-def past_facts(conn: Connection, user_id: str) -> list[Known]:
-    """The user's superseded and dismissed facts, with their vectors."""
-    rows = conn.execute(
-        select(facts).where(facts.c.user_id == user_id, facts.c.status != "current")
     ).all()
     return [Known(fact_from_row(row), vector_of(row.embedding)) for row in rows]
 
@@ -208,7 +209,8 @@ def carry_out(
         add_sources(conn, fact)
     else:
         if changes:
-            conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes))
+            keys = key_values(subject=changes.get("subject"))
+            conn.execute(update(facts).where(facts.c.id == fact.id).values(**changes, **keys))
         source = own_source(new)
         if source is not None:  # the known fact said again: one more place it was said
             said_again(conn, fact, source)
@@ -242,7 +244,7 @@ def edit_row(
     copy_sources(conn, old.id, history.id)  # the copy goes with the fact
     values: dict[str, Any] = {"valid_from": naive_utc(now), "origin": "api"}
     if text is not None:
-        values.update(text=text, embedding=embedding)
+        values.update(text=text, embedding=embedding, **key_values(text=text))
     if kind is not None:
         values["kind"] = kind
     conn.execute(update(facts).where(facts.c.id == old.id).values(**values))

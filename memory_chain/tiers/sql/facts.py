@@ -8,7 +8,12 @@ and listed all the same, reconciled and ranked by their words and dates only.
 What a new fact does (nothing, fill in a known fact, supersede an older value, go into the
 history, ...) is decided by :mod:`memory_chain.facts.rules` from the facts the writing
 transaction reads, holding the user's lock (one change of a user's facts at a time, across
-replicas); :mod:`.fact_writes` carries the decision out. Changes keep history: an edit keeps
+replicas): only those it can be, found by index (:mod:`.fact_adds`), so that an add costs
+the same with 20 facts or 2,000; :mod:`.fact_writes` carries the decision out. A user has
+at most ``max_facts`` current facts: a change that would add one more is refused
+(:class:`~memory_chain.errors.FactLimitError`, 409 over HTTP), whatever door it came
+through; history is not counted. Facts stored without a vector are embedded in the
+background (:meth:`FactStore.embed_pending`). Changes keep history: an edit keeps
 the fact's id (clients hold it) and files the old text as a superseded copy; a superseded or
 dismissed fact stays, with the moment it stopped holding. Each conversation a fact was said
 in is kept (:mod:`.fact_sources`); only a purge of the last of them, or of the user, deletes
@@ -31,21 +36,24 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, delete, insert, select
 
-from memory_chain.errors import InvalidInputError, StorageConflictError
+from memory_chain.errors import FactLimitError, InvalidInputError, StorageConflictError
 from memory_chain.facts.checks import checked_key, checked_kind, checked_text
 from memory_chain.facts.model import (
+    MAX_FACTS_PER_USER,
     ORIGINS,
     Fact,
     FactDraft,
     FactKind,
 )
 from memory_chain.facts.reconcile import normalized
-from memory_chain.facts.rules import FactChange, decide, named_by
+from memory_chain.facts.rules import FactChange, named_by
 from memory_chain.schemas import as_utc, utcnow, validate_id
-from memory_chain.tiers.sql.fact_reads import FactReader
+from memory_chain.tiers.sql.database import Database
+from memory_chain.tiers.sql.fact_adds import add_fact, check_room, count_current
+from memory_chain.tiers.sql.fact_reads import FACT_CACHE_BYTES, Embed, FactReader
 from memory_chain.tiers.sql.fact_sources import add_sources
+from memory_chain.tiers.sql.fact_vectors import EMBED_BATCH, embed_pending
 from memory_chain.tiers.sql.fact_writes import (
-    carry_out,
     current_facts,
     edit_row,
     fact_from_row,
@@ -53,12 +61,11 @@ from memory_chain.tiers.sql.fact_writes import (
     fact_values,
     facts_lock,
     keyed_row,
-    past_facts,
     retire,
     vector_of,
 )
 from memory_chain.tiers.sql.models import conversations, fact_sources, facts
-from memory_chain.tiers.sql.rows import stored_id
+from memory_chain.tiers.sql.rows import in_chunks, stored_id
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +81,24 @@ class FactStore(FactReader):
         database: Tier 2.
         embed: Embeds texts for reconciliation and ranking (``None``: words and dates
             only).
+        max_facts: The most current facts a user may have: a change that would add one
+            more is refused (:class:`~memory_chain.errors.FactLimitError`), whoever asks.
+            History (superseded and dismissed facts) is not counted.
+        cache_bytes: Most bytes of users' current fact vectors kept between reads.
     """
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        embed: Embed | None = None,
+        max_facts: int = MAX_FACTS_PER_USER,
+        cache_bytes: int = FACT_CACHE_BYTES,
+    ) -> None:
+        super().__init__(database, embed=embed, cache_bytes=cache_bytes)
+        if max_facts < 1:
+            raise ValueError(f"max_facts must be at least 1, got {max_facts}")
+        self.max_facts = max_facts
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -148,12 +172,14 @@ class FactStore(FactReader):
 
         Raises:
             InvalidInputError: On a malformed fact.
+            FactLimitError: The fact would be one more current fact of a user who has
+                :attr:`max_facts` (nothing is changed).
         """
         new = self._new_fact(user_id, draft)
         embedding = self._embedding(new.text)
 
         def work(conn: Connection) -> FactChange:
-            return _add(conn, new, embedding, replaces=replaces, keep=keep)
+            return self._add(conn, new, embedding, replaces=replaces, keep=keep)
 
         return self._write([user_id], work)
 
@@ -172,7 +198,8 @@ class FactStore(FactReader):
         range never supersede one another by subject: said together, they hold together).
         A purge holds the same lock: it runs wholly before (nothing is added) or wholly
         after (it deletes what was added), so that no fact of a purged conversation stays.
-        A draft that is not a valid fact is left out (logged).
+        A draft that is not a valid fact, or one past the user's limit of current facts
+        (:class:`~memory_chain.errors.FactLimitError`), is left out (logged).
 
         Args:
             user_id: Whose.
@@ -203,10 +230,32 @@ class FactStore(FactReader):
             changes: list[FactChange] = []
             for (new, replaces), embedding in zip(checked, embeddings, strict=True):
                 keep = {change.fact.id for change in changes}
-                changes.append(_add(conn, new, embedding, replaces=replaces, keep=keep))
+                try:
+                    changes.append(self._add(conn, new, embedding, replaces=replaces, keep=keep))
+                except FactLimitError as exc:  # refused before it wrote anything: the rest go on
+                    logger.warning("fact %r not filed: %s", new.text, exc)
             return changes
 
         return self._write([user_id], work)
+
+    def _add(
+        self,
+        conn: Connection,
+        new: Fact,
+        embedding: bytes | None,
+        *,
+        replaces: str | None,
+        keep: Collection[str],
+    ) -> FactChange:
+        return add_fact(
+            conn,
+            new,
+            embedding,
+            replaces=replaces,
+            keep=keep,
+            matrices=self.matrices,
+            max_facts=self.max_facts,
+        )
 
     def put(
         self, user_id: str, key: str, text: str, *, kind: FactKind | None, subject: str | None
@@ -236,6 +285,8 @@ class FactStore(FactReader):
         Raises:
             InvalidInputError: On a malformed fact or key, or a subject changed on the fact
                 under the key.
+            FactLimitError: A new fact under ``key`` would be one more current fact of a
+                user who has :attr:`max_facts` (an edit is never refused).
         """
         draft = FactDraft(text, kind=kind or "other", origin="api", subject=subject)
         new = self._new_fact(user_id, draft, key)
@@ -244,7 +295,7 @@ class FactStore(FactReader):
         def work(conn: Connection) -> Fact:
             row = keyed_row(conn, user_id, key)
             if row is None:
-                return _add(conn, new, embedding, replaces=None, keep=()).fact
+                return self._add(conn, new, embedding, replaces=None, keep=()).fact
             known = fact_from_row(row)
             if subject is not None and subject != known.subject:
                 raise InvalidInputError(
@@ -336,7 +387,8 @@ class FactStore(FactReader):
         """Dismiss the current facts a "forget ..." request names (:func:`~.rules.named_by`).
 
         Which facts is decided in the transaction that dismisses them, holding the user's
-        lock. Facts stored without a vector are embedded first, when a model is at hand.
+        lock: by their words, else by the cosine of those with a vector (facts stored
+        without one wait for the background: :meth:`embed_pending`).
 
         Returns:
             The facts dismissed.
@@ -344,8 +396,6 @@ class FactStore(FactReader):
         if not normalized(text):
             return []
         vector = vector_of(self._embedding(text))
-        if vector is not None:
-            self._embed_unscored(user_id)
         now = utcnow()
 
         def work(conn: Connection) -> list[Fact]:
@@ -359,16 +409,21 @@ class FactStore(FactReader):
     # -- export and import -----------------------------------------------------------------
 
     def restore(self, facts_: Sequence[Fact]) -> int:
-        """Store facts as they were exported (ids, statuses, dates and sources kept).
+        """Store facts as they were exported (ids, statuses, dates and sources kept; no vectors).
 
         A fact read without sources (a file written before they were exported) gets the
         one its ``conversation_id`` and turns name.
 
         A fact whose id is stored already is left as it is (an import is idempotent). The
-        transaction holds the lock of every user whose facts it stores.
+        transaction holds the lock of every user whose facts it stores. The facts are
+        embedded later, in the background (:meth:`embed_pending`).
 
         Returns:
             How many were stored.
+
+        Raises:
+            FactLimitError: The current facts among them would take a user past
+                :attr:`max_facts` (nothing is stored).
         """
         if not facts_:
             return 0
@@ -378,15 +433,37 @@ class FactStore(FactReader):
             checked_kind(fact.kind)
 
         def work(conn: Connection) -> int:
-            ids = [fact.id for fact in facts_]
-            known = set(conn.execute(select(facts.c.id).where(facts.c.id.in_(ids))).scalars())
+            known: set[str] = set()
+            for chunk in in_chunks([fact.id for fact in facts_]):
+                known.update(
+                    conn.execute(select(facts.c.id).where(facts.c.id.in_(chunk))).scalars()
+                )
             fresh = [fact for fact in facts_ if fact.id not in known]
+            adding: dict[str, int] = {}
             for fact in fresh:
-                conn.execute(insert(facts).values(**fact_values(fact, None)))
+                if fact.current:
+                    adding[fact.user_id] = adding.get(fact.user_id, 0) + 1
+            for user_id, current in count_current(conn, adding).items():
+                check_room(user_id, current, adding[user_id], self.max_facts, origin="import")
+            if fresh:
+                conn.execute(insert(facts), [fact_values(fact, None) for fact in fresh])
+            for fact in fresh:
                 add_sources(conn, fact)
             return len(fresh)
 
         return self._write({fact.user_id for fact in facts_}, work)
+
+    def embed_pending(self, batch: int = EMBED_BATCH) -> int:
+        """Embed up to ``batch`` current facts stored without a vector (any user's).
+
+        Run by the tier-3 backfill thread (:mod:`.fact_vectors`), never by a request.
+
+        Returns:
+            How many were embedded (0 without an embedding model).
+        """
+        if self.embed is None:
+            return 0
+        return embed_pending(self.database, self.embed, batch=batch)
 
     def delete_user(self, user_id: str) -> int:
         """Delete every fact of a user (rows, history included); how many there were."""
@@ -396,26 +473,3 @@ class FactStore(FactReader):
             return int(conn.execute(delete(facts).where(facts.c.user_id == user_id)).rowcount)
 
         return self._write([user_id], work)
-
-
-def _add(
-    conn: Connection,
-    new: Fact,
-    embedding: bytes | None,
-    *,
-    replaces: str | None,
-    keep: Collection[str],
-) -> FactChange:
-    """Decide what ``new`` does from the user's facts as ``conn`` reads them, and do it."""
-    user_id = new.user_id
-    target = fact_of(conn, user_id, replaces) if replaces is not None else None
-    decision = decide(
-        new,
-        vector_of(embedding),
-        current_facts(conn, user_id),
-        target=fact_from_row(target) if target is not None else None,
-        past=lambda: past_facts(conn, user_id),
-        keyed=new.key is not None,
-        keep=keep,
-    )
-    return carry_out(conn, decision, new, embedding)

@@ -9,7 +9,8 @@ user), a unique index on ``(conversation_id, turn_range_start)`` of ``conversati
 so that a repeated or concurrent consolidation of one range cannot write two summaries, the
 ``embedding_outbox`` of turns waiting for tier 3 (migration 0002), the ``vector_tasks`` queue
 (migration 0006), the claims on both queues (migration 0009), the users' ``facts`` (migration
-0010) and the conversations each was said in (``fact_sources``, migration 0014), the items
+0010) and the conversations each was said in (``fact_sources``, migration 0014), each user's
+fact version (``fact_versions``, kept by triggers, migration 0015), the items
 agents keep in LangGraph's store (``store_items``, migration 0011), and the
 full-text indexes that keyword search uses (FTS5 tables on SQLite, GIN expression indexes on
 PostgreSQL), which the migrations create outside these models.
@@ -160,6 +161,8 @@ class VectorTaskRow(Base):
 
 #: The rows a store key must be unique among: a user's current facts that have one.
 _CURRENT_KEYS = "status = 'current' AND store_key IS NOT NULL"
+#: The rows the background embeds: current facts stored without a vector (migration 0015).
+_UNEMBEDDED = "status = 'current' AND embedding IS NULL"
 
 
 class FactRow(Base):
@@ -169,12 +172,24 @@ class FactRow(Base):
     it) or dismissed (the user deleted it); either way the row stays, with the moment it
     stopped being valid, so the history is kept and an export carries it. ``embedding`` is
     the fact's vector (float32, little-endian), empty until it is embedded. ``store_key`` is
-    the key a LangGraph store put it under (migration 0013).
+    the key a LangGraph store put it under (migration 0013). ``text_key`` and ``subject_key``
+    are digests of its normalized words and of its subject's key, by which a new fact finds
+    the facts it can be the same as or a newer value of (migration 0015,
+    :mod:`memory_chain.tiers.sql.fact_keys`).
     """
 
     __tablename__ = "facts"
     __table_args__ = (
         Index("idx_facts_user_status", "user_id", "status"),
+        Index("idx_facts_user_text", "user_id", "text_key"),
+        Index("idx_facts_user_subject", "user_id", "subject_key"),
+        Index("idx_facts_user_conversation", "user_id", "conversation_id"),
+        Index(
+            "idx_facts_unembedded",
+            "user_id",
+            sqlite_where=text(_UNEMBEDDED),
+            postgresql_where=text(_UNEMBEDDED),
+        ),
         # A store key names one current fact of its user at most (migration 0013).
         Index(
             "uq_facts_user_store_key",
@@ -203,6 +218,23 @@ class FactRow(Base):
     superseded_by: Mapped[str | None] = mapped_column(Text)
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
     store_key: Mapped[str | None] = mapped_column(Text)
+    text_key: Mapped[str | None] = mapped_column(Text)
+    subject_key: Mapped[str | None] = mapped_column(Text)
+
+
+class FactVersionRow(Base):
+    """``fact_versions``: the version of each user's facts (migration 0015).
+
+    A random token, replaced by triggers on ``facts`` in every transaction that inserts,
+    updates or deletes one of the user's facts; the row goes with the user's last fact. A
+    process's cache of each user's facts is checked against it
+    (:mod:`memory_chain.tiers.sql.fact_matrix`).
+    """
+
+    __tablename__ = "fact_versions"
+
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[str] = mapped_column(Text, nullable=False)
 
 
 class FactSourceRow(Base):
@@ -258,4 +290,5 @@ outbox = cast(Table, OutboxRow.__table__)
 vector_tasks = cast(Table, VectorTaskRow.__table__)
 facts = cast(Table, FactRow.__table__)
 fact_sources = cast(Table, FactSourceRow.__table__)
+fact_versions = cast(Table, FactVersionRow.__table__)
 store_items = cast(Table, StoreItemRow.__table__)

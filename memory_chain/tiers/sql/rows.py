@@ -7,11 +7,11 @@ writes them back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -24,6 +24,20 @@ from memory_chain.errors import (
     StorageError,
 )
 from memory_chain.schemas import ConversationInfo, Summary, TokenUsage, Turn, as_utc
+
+#: Values bound in one ``IN (...)`` list at most: far below SQLite's 32,766 variables (and
+#: the 999 of SQLite before 3.32), and a statement PostgreSQL plans quickly.
+IN_CHUNK = 500
+
+T = TypeVar("T")
+
+
+def in_chunks(items: Sequence[T], size: int | None = None) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size`` (:data:`IN_CHUNK`): one ``IN`` list each."""
+    size = size or IN_CHUNK
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
 
 #: Joins the owner and the client's id in stored conversation ids. No user id contains it
 #: (ids are letters, digits and ``._:@-``), so the owner is everything before the first one.

@@ -8,12 +8,18 @@ no new turn has come for ``settle_after`` seconds, and under steady traffic at m
 20-200 ms whatever it writes, so under load it is paid rarely, and when traffic stops the
 queue empties within about ``settle_after`` seconds. When the vector store is down it backs
 off (up to ``max_backoff``) and tries again; the turns wait in tier 2 meanwhile.
+
+After each drain it runs its ``chores``, other embedding work kept off the request path
+(the users' facts stored without a vector:
+:meth:`~memory_chain.tiers.sql.facts.FactStore.embed_pending`), a batch each; while a chore
+finds work, the thread runs again at once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.tiers.vectors.indexer import TurnIndexer
@@ -31,6 +37,10 @@ class BackfillWorker:
         warm_up: Load the embedding model when the thread starts, so the first request
             that needs it does not pay for loading.
         settle_after: Seconds without new turns after which embedded turns are settled.
+
+    Attributes:
+        chores: Called after each drain, in order: each does a batch of other background
+            work and returns how much it did (0: nothing waits).
     """
 
     def __init__(
@@ -50,6 +60,8 @@ class BackfillWorker:
         self.index_open = False
         self.last_error: str | None = None
         self.embedded = 0
+        self.chores: list[Callable[[], int]] = []
+        self.chores_done = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -101,7 +113,10 @@ class BackfillWorker:
         return True
 
     def run_once(self) -> int:
-        """Open the index if needed (once the store is back) and drain the outbox.
+        """Open the index if needed (once the store is back), drain the outbox, run the chores.
+
+        Returns:
+            How many turns were embedded.
 
         Raises:
             MemoryChainError: If the vector store fails.
@@ -112,6 +127,10 @@ class BackfillWorker:
         done = self.indexer.drain(settle=False)
         self.indexer.settle(force=False)
         self.embedded += done
+        chores = sum(chore() for chore in tuple(self.chores))
+        if chores:
+            self.chores_done += chores
+            self._wake.set()  # more may wait: run again without the interval's pause
         self.last_error = None
         return done
 

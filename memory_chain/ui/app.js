@@ -74,10 +74,16 @@ const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
 
 async function connect() {
   showError(null);
-  const me = await api("GET", "/v1/me");
-  $("#whoami").textContent = `signed in as ${me.user_id}` + (me.keys_required ? "" : " (no keys)");
-  $("#facts-status").textContent = "";
-  await Promise.all([loadConversations(), loadFacts(), loadModels()]);
+  // Busy until the caller's conversations, facts and models are all shown.
+  document.body.setAttribute("aria-busy", "true");
+  try {
+    const me = await api("GET", "/v1/me");
+    $("#whoami").textContent = `signed in as ${me.user_id}` + (me.keys_required ? "" : " (no keys)");
+    $("#facts-status").textContent = "";
+    await Promise.all([loadConversations(), loadFacts(), loadModels()]);
+  } finally {
+    document.body.removeAttribute("aria-busy");
+  }
 }
 
 async function loadModels() {

@@ -21,9 +21,11 @@ const texts = (page, selector) => page.locator(selector).allInnerTexts();
 async function connect(page, key) {
   await page.locator("#api-key").fill(key);
   await page.locator("#connect-button").click();
+  // Connected (or refused) once the page is no longer busy loading the caller's memory.
   await page.waitForFunction(() => {
     const who = document.querySelector("#whoami").textContent;
-    return who.startsWith("signed in") || !document.querySelector("#error").hidden;
+    const settled = !document.body.hasAttribute("aria-busy");
+    return settled && (who.startsWith("signed in") || !document.querySelector("#error").hidden);
   });
 }
 

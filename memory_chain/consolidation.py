@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
+from typing import Unpack
 
 from langchain_core.runnables import Runnable
 
@@ -29,16 +29,14 @@ from memory_chain.consolidator import (
     ConsolidationError,
     ConsolidationSettings,
     Consolidator,
+    ConsolidatorOptions,
 )
 from memory_chain.errors import MemoryChainError
-from memory_chain.extraction import FactExtractor
 from memory_chain.intent import asks_to_remember
 from memory_chain.schemas import Summary, Turn, utcnow
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.progress import backlog, summarized_through
-from memory_chain.tiers.vectors.tier import Tier3
-from memory_chain.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +48,11 @@ class ConsolidationService(Consolidator):
     """Runs consolidations when triggers fire, on one background thread.
 
     Takes the arguments of :class:`~memory_chain.consolidator.Consolidator`, whose
-    :meth:`~memory_chain.consolidator.Consolidator.consolidate` each run calls.
+    :meth:`~memory_chain.consolidator.Consolidator.consolidate` each run calls, and has its
+    attributes.
 
     Attributes:
         failures: Consolidations that failed.
-        extraction_failures: Ranges summarized whose facts could not be extracted.
     """
 
     def __init__(
@@ -62,23 +60,9 @@ class ConsolidationService(Consolidator):
         store: SQLStore,
         buffer: TurnBuffer,
         summarizer: Runnable[dict[str, str], str],
-        *,
-        tier3: Tier3 | None = None,
-        counter: TokenCounter | None = None,
-        settings: ConsolidationSettings | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        extractor: FactExtractor | None = None,
+        **options: Unpack[ConsolidatorOptions],
     ) -> None:
-        super().__init__(
-            store,
-            buffer,
-            summarizer,
-            tier3=tier3,
-            counter=counter,
-            settings=settings,
-            sleep=sleep,
-            extractor=extractor,
-        )
+        super().__init__(store, buffer, summarizer, **options)
         self.failures = 0
         self._waiting = 0  # queued or running (the executor keeps no count of its own)
         # The last run per (user, conversation); finished ones are dropped past

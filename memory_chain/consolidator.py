@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from langchain_core.runnables import Runnable
 
@@ -74,6 +74,16 @@ class ConsolidationSettings:
     retries: int = 3
     backoff_seconds: float = 1.0
     scan_seconds: float = 60.0
+
+
+class ConsolidatorOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`Consolidator` (see there)."""
+
+    tier3: Tier3 | None
+    counter: TokenCounter | None
+    settings: ConsolidationSettings | None
+    sleep: Callable[[float], None]
+    extractor: FactExtractor | None
 
 
 class Consolidator:
@@ -288,4 +298,5 @@ __all__ = [
     "ConsolidationError",
     "ConsolidationSettings",
     "Consolidator",
+    "ConsolidatorOptions",
 ]

@@ -29,8 +29,8 @@ from langchain_core.runnables.base import RunnableBinding
 from langchain_core.runnables.utils import ConfigurableFieldSpec, get_unique_config_specs
 from pydantic import BaseModel, Field
 
-from memory_chain.chat.budget import DEFAULT_PERSONA, MEMORY_NOTE
 from memory_chain.chat.core import ChatCore, PreparedTurn
+from memory_chain.chat.lines import DEFAULT_PERSONA, MEMORY_NOTE
 from memory_chain.chat.request import ChatRequest, ReplyOptions
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import InvalidInputError, LLMUnavailableError

@@ -11,17 +11,14 @@ refused with :class:`~memory_chain.errors.ContextOverflowError`). What is left i
 order: the facts get up to 15 % of it, the summary up to 25 % of what the facts left, the
 recent turns up to 60 % of the rest, the recalled items the remainder; what a section leaves
 unused passes on, and what is still unused at the end goes back to the recent turns, then to
-recalled items. A long turn, summary or fact enters as an excerpt around what the message
-asks (:func:`~memory_chain.chat.excerpt.excerpt`), marked as cut; the stored text stays
-whole. Recent turns are kept newest first (older ones are dropped when they do not fit),
-recalled items best first (one that does not fit is skipped for smaller ones after it); the
-facts most relevant first until the section has less room left than the shortest fact line
-counted (those after it are not counted: a profile of thousands costs a prompt the few that
-fit).
+recalled items. Each section is filled within its room by :mod:`memory_chain.chat.sections`
+(a long text as an excerpt; which turns, items and facts are kept); the prompt's words (the
+instructions, the headings, a line per memory) are :mod:`memory_chain.chat.lines`.
 
 Token counts come from the model's tokenizer where memory_chain has it, else from an
 estimate that counts high (:mod:`memory_chain.tokens`); a chat template's role markers are
-counted as :data:`MESSAGE_OVERHEAD` per message and :data:`PROMPT_OVERHEAD` once.
+counted as :data:`~memory_chain.chat.sections.MESSAGE_OVERHEAD` per message and
+:data:`PROMPT_OVERHEAD` once.
 
 Example:
     >>> from memory_chain.tokens import EstimatingCounter
@@ -34,56 +31,37 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from memory_chain.chat.excerpt import MIN_EXCERPT_TOKENS, excerpt
+from memory_chain.chat.excerpt import MIN_EXCERPT_TOKENS
+from memory_chain.chat.lines import (
+    DEFAULT_PERSONA,
+    FACTS_HEADING,
+    MEMORIES_HEADING,
+    MEMORY_NOTE,
+    SUMMARY_HEADING,
+    fact_line,
+    instructions,
+    memory_line,
+)
+from memory_chain.chat.sections import MESSAGE_OVERHEAD, Entry, Section, SectionFiller, SectionName
 from memory_chain.errors import ContextOverflowError, InvalidInputError
-from memory_chain.schemas import MemoryContext, MemoryItem, Turn
+from memory_chain.schemas import MemoryContext
 from memory_chain.tokens import TokenCount
 
-#: The assistant's persona when the client gives no instructions of its own.
-DEFAULT_PERSONA = "You are a helpful assistant."
-#: Memory's own instructions, after the client's.
-MEMORY_NOTE = (
-    "You have a long-term memory of your conversations with this user. Use what you remember "
-    "when it helps; say so when you do not know."
-)
-#: The facts' heading. Each fact is dated (when the user said it): a profile can hold two
-#: facts that disagree when extraction missed that one updates the other ("I live in
-#: Halvorsby", later "we moved to Quenmouth"), and the date lets the model tell which holds.
-FACTS_HEADING = (
-    "What you know about the user (with when they told you; of two that disagree, the later holds):"
-)
-SUMMARY_HEADING = "Summary of this conversation so far:"
-MEMORIES_HEADING = "Relevant memories (most relevant first):"
-
-#: Tokens a chat template adds around each message (role markers), counted high: Qwen's,
-#: Llama 3's and Gemma's add 5.
-MESSAGE_OVERHEAD = 8
 #: Tokens a chat template adds once (begin of text, the opening of the reply).
 PROMPT_OVERHEAD = 16
 #: Shares of what is left that the first sections may take, in filling order (recalled
 #: items then take the rest).
 SHARES = {"facts": 0.15, "summary": 0.25, "recent": 0.6}
-#: A recalled item longer than this share of its section's room enters as an excerpt.
-ITEM_SHARE = 0.25
-#: Lines counted at a time. The facts section stops once the room it has left is less than
-#: the shortest fact line counted: the facts come most relevant first, and a user with
-#: thousands of them costs a prompt the few that fit, not the whole profile read for it.
-COUNT_BATCH = 8
 
 _ROLE_MESSAGES: dict[str, type[BaseMessage]] = {
     "user": HumanMessage,
     "assistant": AIMessage,
     "system": SystemMessage,
 }
-
-SectionName = Literal["instructions", "facts", "summary", "recent", "memories", "message"]
 
 
 @dataclass(frozen=True)
@@ -125,45 +103,6 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One thing a section of the prompt holds.
-
-    Attributes:
-        text: As it enters the prompt (an excerpt when ``cut``).
-        tokens: Its count, as the budget counted it.
-        kind: ``"instructions"``, ``"fact"``, ``"summary"``, ``"turn"`` or ``"message"``.
-        conversation_id: Where it comes from (turns, summaries, facts).
-        turn_number: The turn's number (turns and facts).
-        role: Who said it (turns).
-        cut: Whether it is an excerpt of a longer text.
-    """
-
-    text: str
-    tokens: int
-    kind: str
-    conversation_id: str | None = None
-    turn_number: int | None = None
-    role: str | None = None
-    cut: bool = False
-
-
-@dataclass(frozen=True)
-class Section:
-    """A part of the prompt: what it holds and the tokens it could have had."""
-
-    name: SectionName
-    room: int
-    entries: tuple[Entry, ...] = ()
-    #: Tokens of the heading, separators and message overheads.
-    framing: int = 0
-
-    @property
-    def tokens(self) -> int:
-        """Tokens the section takes, framing included."""
-        return self.framing + sum(entry.tokens for entry in self.entries)
-
-
-@dataclass(frozen=True)
 class BuiltPrompt:
     """A prompt that fits its budget.
 
@@ -178,42 +117,6 @@ class BuiltPrompt:
     sections: tuple[Section, ...]
     budget: Budget
     tokens: int = field(default=0)
-
-
-def _when(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M")
-
-
-def memory_line(item: MemoryItem, conversation_id: str) -> str:
-    """A recalled item as a line of the prompt: ``- (when, who, where[; note]) text``."""
-    return _label(item, conversation_id) + item.content
-
-
-def fact_line(item: MemoryItem) -> str:
-    """A fact as a line of the prompt: ``- (when it was told) text``."""
-    return _fact_label(item) + item.content
-
-
-def _fact_label(item: MemoryItem) -> str:
-    return f"- ({_when(item.timestamp)}) "
-
-
-def _label(item: MemoryItem, conversation_id: str) -> str:
-    """The ``(when, who, where[; note])`` of a recalled item's line."""
-    where = "this conversation" if item.conversation_id == conversation_id else "another one"
-    if item.kind == "summary" and item.turn_range:
-        who = f"summary of turns {item.turn_range[0]}-{item.turn_range[1]}"
-    elif item.role == "assistant":
-        who = "you"
-    else:
-        who = "the user"
-    note = f"; {item.note}" if item.note else ""
-    return f"- ({_when(item.timestamp)}, {who}, {where}{note}) "
-
-
-def instructions(system: str) -> str:
-    """The prompt's first part: the client's instructions (or the persona) and memory's note."""
-    return f"{system or DEFAULT_PERSONA}\n\n{MEMORY_NOTE}"
 
 
 def check_fits(
@@ -238,115 +141,6 @@ def check_fits(
             reserve=budget.reserve,
         )
     return head_tokens, message_tokens
-
-
-class _Filler:
-    """Fills the sections of one prompt (see the module docstring)."""
-
-    def __init__(self, counter: TokenCount, query: str) -> None:
-        self.counter = counter
-        self.query = query
-
-    def fit(self, text: str, room: int, *, prefer: Literal["head", "tail"] = "head") -> str:
-        """``text`` whole, or an excerpt of it within ``room`` tokens ('' when none fits)."""
-        if room < MIN_EXCERPT_TOKENS:
-            return text if self.counter.count(text) <= room else ""
-        return excerpt(text, self.query, room, self.counter, prefer=prefer)
-
-    def lines(
-        self,
-        name: SectionName,
-        heading: str,
-        items: Sequence[MemoryItem],
-        room: int,
-        conversation_id: str,
-    ) -> Section:
-        """A section of ``- (label) text`` lines under a heading, best items first."""
-        framing = self.counter.count(heading) + 2  # the heading and the blank line before it
-        if not items or room <= framing + MIN_EXCERPT_TOKENS // 2:
-            return Section(name, room)
-        left = room - framing
-        item_cap = max(int(left * ITEM_SHARE), 4 * MIN_EXCERPT_TOKENS)
-        entries: list[Entry] = []
-        shortest: int | None = None
-        for start in range(0, len(items), COUNT_BATCH):
-            if name == "facts" and shortest is not None and left < shortest + 1:
-                break  # full: the facts left, the least relevant, are not even counted
-            batch = items[start : start + COUNT_BATCH]
-            labels = [
-                _label(item, conversation_id) if name == "memories" else _fact_label(item)
-                for item in batch
-            ]
-            whole = self.counter.count_many(
-                [label + item.content for label, item in zip(labels, batch, strict=True)]
-            )
-            shortest = min(whole) if shortest is None else min(shortest, *whole)
-            for item, label, whole_cost in zip(batch, labels, whole, strict=True):
-                text, cost, cut = label + item.content, whole_cost, False
-                if cost + 1 > left or cost > item_cap:
-                    label_cost = self.counter.count(label)
-                    part = self.fit(item.content, min(left, item_cap) - label_cost - 1)
-                    if not part or part == item.content:
-                        continue
-                    text, cost, cut = label + part, self.counter.count(label + part), True
-                    if cost + 1 > left:
-                        continue
-                left -= cost + 1  # the line and its newline
-                entries.append(
-                    Entry(
-                        text,
-                        cost + 1,
-                        item.kind,
-                        item.conversation_id,
-                        item.turn_number,
-                        item.role,
-                        cut,
-                    )
-                )
-        if not entries:
-            return Section(name, room)
-        return Section(name, room, tuple(entries), framing)
-
-    def summary(self, text: str | None, room: int, conversation_id: str) -> Section:
-        """The running summary, its end kept when it must be cut."""
-        framing = self.counter.count(SUMMARY_HEADING) + 3
-        if not text or room <= framing + MIN_EXCERPT_TOKENS // 2:
-            return Section("summary", room)
-        part = self.fit(text, room - framing, prefer="tail")
-        if not part:
-            return Section("summary", room)
-        entry = Entry(part, self.counter.count(part), "summary", conversation_id, cut=part != text)
-        return Section("summary", room, (entry,), framing)
-
-    def recent(self, turns: Sequence[Turn], room: int) -> Section:
-        """The newest turns that fit, a long one as an excerpt; in the order they were said."""
-        costs = self.counter.count_many([turn.content for turn in turns])
-        left = room
-        kept: list[Entry] = []
-        for turn, whole_cost in zip(reversed(turns), reversed(costs), strict=True):
-            text, cost, cut = turn.content, whole_cost, False
-            if cost + MESSAGE_OVERHEAD > left:
-                # The newest turn may take all that is left, an older one half of it.
-                room_for = left - MESSAGE_OVERHEAD
-                part = self.fit(turn.content, room_for if not kept else room_for // 2)
-                if not part or room_for < MIN_EXCERPT_TOKENS:
-                    break
-                text, cost, cut = part, self.counter.count(part), True
-                if cost + MESSAGE_OVERHEAD > left:
-                    break
-            left -= cost + MESSAGE_OVERHEAD
-            kept.append(
-                Entry(
-                    text,
-                    cost + MESSAGE_OVERHEAD,
-                    "turn",
-                    turn.conversation_id,
-                    turn.turn_number,
-                    turn.role,
-                    cut,
-                )
-            )
-        return Section("recent", room, tuple(reversed(kept)))
 
 
 def build_prompt(
@@ -378,7 +172,7 @@ def build_prompt(
     head = instructions(system)
     head_tokens, message_tokens = check_fits(budget, counter, head, message, model=model)
     fixed = head_tokens + message_tokens + 2 * MESSAGE_OVERHEAD + PROMPT_OVERHEAD
-    filler = _Filler(counter, message)
+    filler = SectionFiller(counter, message)
     facts = list(context.facts)
     recalled = [item for item in context.items if item.kind != "fact"]
     cid = context.conversation_id
@@ -427,3 +221,25 @@ def build_prompt(
     )
     total = sum(section.tokens for section in all_sections)
     return BuiltPrompt(messages, all_sections, budget, total)
+
+
+__all__ = [
+    "DEFAULT_PERSONA",
+    "FACTS_HEADING",
+    "MEMORIES_HEADING",
+    "MEMORY_NOTE",
+    "MESSAGE_OVERHEAD",
+    "PROMPT_OVERHEAD",
+    "SHARES",
+    "SUMMARY_HEADING",
+    "Budget",
+    "BuiltPrompt",
+    "Entry",
+    "Section",
+    "SectionName",
+    "build_prompt",
+    "check_fits",
+    "fact_line",
+    "instructions",
+    "memory_line",
+]

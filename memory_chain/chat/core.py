@@ -42,20 +42,12 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 
-from memory_chain.chat.budget import (
-    MESSAGE_OVERHEAD,
-    PROMPT_OVERHEAD,
-    Budget,
-    BuiltPrompt,
-    Entry,
-    Section,
-    build_prompt,
-    check_fits,
-    instructions,
-)
+from memory_chain.chat.budget import PROMPT_OVERHEAD, Budget, BuiltPrompt, build_prompt, check_fits
+from memory_chain.chat.lines import instructions
 from memory_chain.chat.models import ModelInfo, ModelSource
 from memory_chain.chat.reconcile import HistoryPlan, Said, needs_every_turn, plan_history
 from memory_chain.chat.request import ChatRequest
+from memory_chain.chat.sections import MESSAGE_OVERHEAD, Entry, Section
 from memory_chain.chat.sent import message_tokens
 from memory_chain.errors import (
     ContextOverflowError,

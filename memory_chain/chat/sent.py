@@ -30,7 +30,7 @@ and Jinja's ``tojson`` write it; Ollama writes none), non-ASCII characters as th
 than either writes. The chat door's requests without memory (:mod:`memory_chain.chat.core`)
 and the agent middleware (:mod:`memory_chain.integrations.middleware`) count with these
 functions; the chat's budget (:mod:`memory_chain.chat.budget`) counts its plain-text
-prompt with the same :data:`~memory_chain.chat.budget.MESSAGE_OVERHEAD`.
+prompt with the same :data:`~memory_chain.chat.sections.MESSAGE_OVERHEAD`.
 
 Example:
     >>> from langchain_core.messages import AIMessage
@@ -51,7 +51,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from memory_chain.chat.budget import MESSAGE_OVERHEAD
+from memory_chain.chat.sections import MESSAGE_OVERHEAD
 from memory_chain.errors import InvalidInputError
 from memory_chain.messages import message_text
 from memory_chain.tokens import TokenCount

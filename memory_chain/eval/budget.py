@@ -32,19 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_chain.chat.budget import (
-    MEMORIES_HEADING,
-    MESSAGE_OVERHEAD,
-    PROMPT_OVERHEAD,
-    Budget,
-    build_prompt,
-    check_fits,
-    instructions,
-    memory_line,
-)
+from memory_chain.chat.budget import PROMPT_OVERHEAD, Budget, build_prompt, check_fits
 from memory_chain.chat.core import DEFAULT_REPLY_TOKENS
+from memory_chain.chat.lines import MEMORIES_HEADING, instructions, memory_line
+from memory_chain.chat.sections import MESSAGE_OVERHEAD
 from memory_chain.config import MemorySettings
-from memory_chain.eval.crossval import Asked, fold_choices, gather_questions
+from memory_chain.eval.crossval.folds import Asked, fold_choices
+from memory_chain.eval.crossval.run import gather_questions
 from memory_chain.eval.locomo import EVAL_USER, EvalProgress, EvalScope, ingested
 from memory_chain.eval.locomo_data import load_locomo
 from memory_chain.retrieval import FusionWeights

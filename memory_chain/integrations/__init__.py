@@ -2,7 +2,8 @@
 
 * :mod:`.middleware`: :class:`~memory_chain.integrations.middleware.MemoryMiddleware`, a
   LangChain 1.x ``AgentMiddleware`` for ``langchain.agents.create_agent``: memory's budgeted
-  context before each model call, the exchange stored after the run.
+  context before each model call (within the room the call leaves in the model's window:
+  :mod:`.middleware_window`), the exchange stored after the run.
 * :mod:`.store`: :class:`~memory_chain.integrations.store.MemoryStore`, a LangGraph
   ``BaseStore``: the users' facts, their conversations (searched by memory's retrieval) and
   the agent's own items, for ``create_agent(store=...)`` and ``runtime.store`` in tools.

@@ -7,14 +7,13 @@ summary and what the user said in other conversations, within the model's window
 * **Before each model call** (``wrap_model_call``): memory is searched for the run's last
   user message (once per run: the model calls of a tool loop reuse the search, as memory
   does not change until the run's exchange is stored), and its sections are added to the
-  system message, budgeted like the chat's
-  prompt (:mod:`memory_chain.chat.budget`): the window is the model's, less the reply's
-  room and what else the model is sent, counted as it receives it
-  (:mod:`memory_chain.chat.sent`): the thread's messages with their tool calls and tool
-  results, images, and the tools' schemas (a request with a part that cannot be counted,
-  such as audio, gets no memory). Memory's recent turns of the conversation are left out when
-  the thread already has earlier messages (the checkpointer keeps them); a thread that starts
-  empty (no checkpointer, or a new process) gets them as messages before its own.
+  system message, budgeted like the chat's prompt within the room the request leaves in
+  the model's window (:mod:`memory_chain.integrations.middleware_window`: the thread's
+  messages with their tool calls and tool results, images, and the tools' schemas are
+  counted; a request with a part that cannot be counted, such as audio, gets no memory).
+  Memory's recent turns of the conversation are left out when the thread already has
+  earlier messages (the checkpointer keeps them); a thread that starts empty (no
+  checkpointer, or a new process) gets them as messages before its own.
 * **After the run** (``after_agent``): the exchange is stored, the user's last message and
   the agent's final answer. The tool calls and tool results in between are the agent's
   working steps, not conversation: they are not stored (the final answer says what came of
@@ -46,12 +45,6 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain.agents.structured_output import (
-    AutoStrategy,
-    OutputToolBinding,
-    ProviderStrategy,
-    ToolStrategy,
-)
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -59,25 +52,24 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
-from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from memory_chain.chat.budget import DEFAULT_PERSONA, Budget, BuiltPrompt, build_prompt
-from memory_chain.chat.models import ModelInfo
-from memory_chain.chat.sent import IMAGE_TOKENS, extra_tokens, message_tokens, tool_tokens
+from memory_chain.chat.sent import IMAGE_TOKENS
 from memory_chain.errors import ContextOverflowError, InvalidInputError, MemoryChainError
 from memory_chain.identity import user_named
+from memory_chain.integrations.middleware_window import (
+    FALLBACK_WINDOW,
+    memory_prompt,
+    output_tools,
+    request_model,
+)
 from memory_chain.messages import message_text
 from memory_chain.schemas import MemoryContext, validate_id
 from memory_chain.services import Services
-from memory_chain.tokens import EstimatingCounter, TokenCount
+from memory_chain.tokens import TokenCount
 
 logger = logging.getLogger(__name__)
-
-#: The window assumed for a model the services cannot resolve (not served by the LLM
-#: server memory_chain talks to); pass ``window=`` to say what it is.
-FALLBACK_WINDOW = 8192
 
 #: Runs whose memory search is kept for their next model calls (the oldest is dropped
 #: beyond this: a run that never ended, e.g. interrupted, does not keep its search forever).
@@ -138,7 +130,8 @@ class MemoryMiddleware(AgentMiddleware):
     Args:
         services: The opened services (:func:`~memory_chain.services.open_services`).
         window: The model's context window; by default the one the services' LLM server
-            reports for the model's name, else :data:`FALLBACK_WINDOW`.
+            reports for the model's name, else
+            :data:`~memory_chain.integrations.middleware_window.FALLBACK_WINDOW`.
         reply_tokens: Room kept for the reply when the model sets no ``max_tokens``/
             ``num_predict`` (at most a quarter of the window).
         store: Store each run's exchange (``False``: read memory only).
@@ -240,14 +233,24 @@ class MemoryMiddleware(AgentMiddleware):
         if last is None:
             return request
         query = message_text(messages[last])
-        model = self._model(request)
+        model = request_model(
+            request, self.services.models, window=self.window, counter=self.counter
+        )
         thread = [m for i, m in enumerate(messages) if i != last]
         earlier = any(isinstance(m, HumanMessage) for m in messages[:last])
         try:
             context = self._retrieve(ids, query)
             if earlier:  # the thread holds the conversation's recent turns itself
                 context = replace(context, recent=())
-            built = self._build(request, model, thread, messages[last], context)
+            built = memory_prompt(
+                request,
+                model,
+                thread,
+                messages[last],
+                context,
+                reply_tokens=self.reply_tokens,
+                image_tokens=self.image_tokens,
+            )
         except ContextOverflowError:
             built = None
         except MemoryChainError as exc:
@@ -264,74 +267,6 @@ class MemoryMiddleware(AgentMiddleware):
         thread_messages = cast("list[AnyMessage]", [*recent, *messages])
         return request.override(
             system_message=SystemMessage(message_text(system)), messages=thread_messages
-        )
-
-    def _model(self, request: ModelRequest) -> ModelInfo:
-        name = getattr(request.model, "model", None) or getattr(request.model, "model_name", None)
-        models = self.services.models
-        if models is not None and isinstance(name, str):
-            try:
-                info = models.resolve(name)
-                return replace(info, window=self.window) if self.window else info
-            except MemoryChainError:
-                pass  # not the LLM server's model: the fallback below
-        return ModelInfo(
-            name=str(name or "the model"),
-            window=self.window or FALLBACK_WINDOW,
-            counter=self.counter or EstimatingCounter(),
-            window_source="setting" if self.window else "default",
-        )
-
-    def _sent_besides_memory(
-        self,
-        request: ModelRequest,
-        thread: Sequence[BaseMessage],
-        question: BaseMessage,
-        model: ModelInfo,
-    ) -> int:
-        """Tokens the model is sent besides what :func:`build_prompt` counts.
-
-        That is the system message and the question's text; the rest is the thread's
-        messages, the question's other parts (images), and the tools' schemas with the
-        structured output's (counted by :mod:`memory_chain.chat.sent`).
-
-        Raises:
-            InvalidInputError: A content part that cannot be counted (audio, a file).
-        """
-        counter, images = model.counter, self.image_tokens
-        used = sum(message_tokens(thread, counter, image_tokens=images))
-        used += extra_tokens(question, counter, image_tokens=images)
-        return used + tool_tokens([*request.tools, *output_tools(request.response_format)], counter)
-
-    def _build(
-        self,
-        request: ModelRequest,
-        model: ModelInfo,
-        thread: Sequence[BaseMessage],
-        question: BaseMessage,
-        context: MemoryContext,
-    ) -> BuiltPrompt | None:
-        settings = request.model_settings or {}
-        asked = settings.get("max_tokens") or getattr(request.model, "num_predict", None)
-        budget = Budget.of(
-            window=model.window,
-            max_tokens=asked if isinstance(asked, int) and asked > 0 else None,
-            default_reply=self.reply_tokens,
-        )
-        room = Budget(
-            window=budget.window - self._sent_besides_memory(request, thread, question, model),
-            reserve=budget.reserve,
-        )
-        if room.prompt <= 0:
-            return None
-        system = message_text(request.system_message) if request.system_message else ""
-        return build_prompt(
-            system=system or DEFAULT_PERSONA,
-            context=context,
-            message=message_text(question),
-            budget=room,
-            counter=model.counter,
-            model=model.name,
         )
 
     # -- after the run -------------------------------------------------------------------
@@ -373,25 +308,6 @@ class MemoryMiddleware(AgentMiddleware):
         return True
 
 
-def output_tools(response_format: Any) -> list[BaseTool]:
-    """The tools a structured output adds to the model's.
-
-    ``create_agent`` binds them beside the agent's tools; a provider's JSON-schema output
-    is counted as one too (a provider may write it into the prompt).
-    """
-    if response_format is None:
-        return []
-    if isinstance(response_format, ProviderStrategy):
-        specs = [response_format.schema_spec]
-    elif isinstance(response_format, ToolStrategy):
-        specs = response_format.schema_specs
-    elif isinstance(response_format, AutoStrategy):
-        specs = ToolStrategy(response_format.schema).schema_specs
-    else:  # a bare schema
-        specs = ToolStrategy(response_format).schema_specs
-    return [OutputToolBinding.from_schema_spec(spec).tool for spec in specs]
-
-
 def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     """The last user message and the final answer after it, if the run ended with one.
 
@@ -407,3 +323,14 @@ def final_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
             question = message_text(message)
             return (question, message_text(answer)) if question.strip() else None
     return None
+
+
+__all__ = [
+    "FALLBACK_WINDOW",
+    "MAX_RECALLED_RUNS",
+    "MemoryMiddleware",
+    "RunIds",
+    "final_exchange",
+    "output_tools",
+    "run_ids",
+]

@@ -35,6 +35,7 @@ from memory_chain.imports.model import (
     dated,
     derived_id,
     epoch_time,
+    sort_messages,
 )
 
 _TEXT_TYPES = frozenset({"text", "multimodal_text"})
@@ -62,16 +63,7 @@ def read_chatgpt(conversations: Iterable[Any]) -> Iterator[HistoryConversation]:
 
 def _conversation(item: dict[str, Any], index: int) -> HistoryConversation:
     source_id = str(item.get("id") or item.get("conversation_id") or f"conversation-{index}")
-    turns: list[HistoryTurn] = []
-    empty = other = 0
-    for message in _branch(item):
-        kept = _kept(message)
-        if kept is None:
-            other += 1
-        elif not kept[1].strip():
-            empty += 1
-        else:
-            turns.append(HistoryTurn(kept[0], kept[1], epoch_time(message.get("create_time"))))
+    turns, empty, other = sort_messages(_kept(message) for message in _branch(item))
     title = item.get("title")
     return HistoryConversation(
         source="chatgpt",
@@ -113,8 +105,8 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
     return max(leaves)[1] if leaves else None
 
 
-def _kept(message: dict[str, Any]) -> tuple[Any, str] | None:
-    """``(role, text)`` of a message memory keeps, or ``None`` for one it leaves out."""
+def _kept(message: dict[str, Any]) -> HistoryTurn | None:
+    """The turn of a message memory keeps (its text, maybe empty), else ``None``."""
     role = (message.get("author") or {}).get("role")
     content = message.get("content") or {}
     metadata = message.get("metadata") or {}
@@ -130,7 +122,7 @@ def _kept(message: dict[str, Any]) -> tuple[Any, str] | None:
     texts = [part for part in parts if isinstance(part, str)]
     if parts and not texts:
         return None  # images or files only
-    return role, "\n".join(texts)
+    return HistoryTurn(role, "\n".join(texts), epoch_time(message.get("create_time")))
 
 
 __all__ = ["is_chatgpt_conversation", "read_chatgpt"]

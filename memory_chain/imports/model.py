@@ -12,6 +12,7 @@ calls and results, hidden messages, images and files without text) in ``skipped_
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -83,6 +84,27 @@ def epoch_time(value: object) -> datetime | None:
         return None
 
 
+def sort_messages(
+    messages: Iterable[HistoryTurn | None],
+) -> tuple[list[HistoryTurn], int, int]:
+    """The turns with text, the count of empty ones, the count of others (``None``).
+
+    Every reader maps each message of the branch kept to a :class:`HistoryTurn` (memory
+    keeps user and assistant text) or ``None`` (a message it does not keep), and sorts
+    them here, so that empty and other messages are counted alike in every format.
+    """
+    turns: list[HistoryTurn] = []
+    empty = other = 0
+    for message in messages:
+        if message is None:
+            other += 1
+        elif not message.content.strip():
+            empty += 1
+        else:
+            turns.append(message)
+    return turns, empty, other
+
+
 def dated(turns: list[HistoryTurn], fallback: datetime | None) -> tuple[HistoryTurn, ...]:
     """Give undated turns the time of the turn before them (the first: ``fallback``)."""
     out: list[HistoryTurn] = []
@@ -103,4 +125,5 @@ __all__ = [
     "dated",
     "derived_id",
     "epoch_time",
+    "sort_messages",
 ]

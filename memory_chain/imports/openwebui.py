@@ -35,6 +35,7 @@ from memory_chain.imports.model import (
     dated,
     derived_id,
     epoch_time,
+    sort_messages,
 )
 from memory_chain.schemas import ID_PATTERN
 
@@ -76,24 +77,7 @@ def _conversation(item: dict[str, Any], index: int) -> HistoryConversation:
     conversation_id = (
         source_id if ID_PATTERN.fullmatch(source_id) else derived_id("owui-", source_id)
     )
-    messages = _branch(chat)
-    turns: list[HistoryTurn] = []
-    empty = other = 0
-    for message in messages:
-        role = message.get("role")
-        content = message.get("content")
-        if role not in ("user", "assistant"):
-            other += 1
-            continue
-        if not isinstance(content, str):
-            content = _text_of(content)
-            if content is None:
-                other += 1
-                continue
-        if not content.strip():
-            empty += 1
-            continue
-        turns.append(HistoryTurn(role, content, epoch_time(message.get("timestamp"))))
+    turns, empty, other = sort_messages(_kept(message) for message in _branch(chat))
     started = epoch_time(item.get("created_at")) or epoch_time(chat.get("timestamp"))
     title = item.get("title") or chat.get("title")
     owner = item.get("user_id") if wrapped else None
@@ -129,6 +113,16 @@ def _branch(chat: dict[str, Any]) -> list[dict[str, Any]]:
         return path[::-1]
     listed = chat.get("messages")
     return [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+
+
+def _kept(message: dict[str, Any]) -> HistoryTurn | None:
+    """The turn of a user or assistant message (its text, maybe empty), else ``None``."""
+    role = message.get("role")
+    content = message.get("content")
+    text = content if isinstance(content, str) else _text_of(content)
+    if role not in ("user", "assistant") or text is None:
+        return None
+    return HistoryTurn(role, text, epoch_time(message.get("timestamp")))
 
 
 def _latest_leaf(messages: dict[str, Any]) -> str | None:

@@ -23,10 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import browsers
 from tests.faults.fake_llm import FakeOllama
 from tests.servers import RunningServer, server_env
-from tests.webui.open_webui import Account, OpenWebUI, find_open_webui, venv_path
+from tests.webui.open_webui import Account, OpenWebUI, require_open_webui
 
 pytestmark = pytest.mark.slow
 
@@ -65,13 +64,7 @@ def _old_chat() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def command() -> Path:
-    found = find_open_webui()
-    if found is None:
-        browsers.missing(
-            f"Open WebUI is not installed in {venv_path()}: run `make test` or "
-            "`bash scripts/setup-open-webui.sh` (about 3 GB, a few minutes)"
-        )
-    return found
+    return require_open_webui()
 
 
 @pytest.fixture(scope="module")

@@ -274,19 +274,37 @@ def import_(
     """
     from memory_chain.errors import MemoryChainError
     from memory_chain.imports import FORMATS
-    from memory_chain.imports.command import ImportOptions, run_import
+    from memory_chain.imports.command import Bar, ImportOptions, run_import
     from memory_chain.services import open_services
 
     if format_ is not None and format_ not in FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(FORMATS)}", param_hint="--format")
-    options = ImportOptions(
-        source, format_, user, open_webui_namespace,
-        on_conflict, dry_run,
-    )  # fmt: skip
+    options = ImportOptions(source, format_, user, open_webui_namespace, dry_run)
     settings = _settings()
     services = open_services(settings)
+
+    def restore(path: Path, bar: Bar) -> str:
+        from memory_chain.transfer import import_jsonl
+
+        with bar("importing conversations") as progress:
+            report = import_jsonl(
+                services.store,
+                path,
+                max_chars=settings.max_message_chars,
+                on_conflict=on_conflict,
+                max_facts_per_user=settings.memory_max_facts_per_user,
+                progress=progress,
+            )
+        return (
+            f"imported {report.conversations} conversations ({report.turns} turns, "
+            f"{report.summaries} summaries), skipped {report.skipped} already stored; "
+            f"imported {report.facts} facts, skipped {report.skipped_facts} already stored; "
+            f"imported {report.store_items} store items, skipped {report.skipped_store_items} "
+            "already stored"
+        )
+
     try:
-        if not run_import(services, options, typer.echo, _bar):
+        if not run_import(services, options, typer.echo, _bar, restore=restore):
             raise typer.Exit(1)
     except MemoryChainError as exc:
         _fail(exc)

@@ -13,14 +13,49 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memory_chain.errors import InvalidInputError, MemoryChainError, VectorStoreError
 from memory_chain.imports.detect import detect_format, read_history
-from memory_chain.imports.loader import owner_rule, proxy_namespace, store_history
+from memory_chain.imports.loader import HistorySink, owner_rule, proxy_namespace, store_history
 from memory_chain.imports.model import HistoryFormat
 from memory_chain.imports.progress import history_progress
-from memory_chain.services import Services
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.facts import FactStore
+from memory_chain.tiers.vectors.tier import Tier3
+
+if TYPE_CHECKING:
+    from memory_chain.config import MemorySettings
+
+
+class ImportManager(HistorySink, Protocol):
+    """What the import needs of the memory manager: the history door and the facts."""
+
+    fact_store: FactStore
+
+
+class ImportServices(Protocol):
+    """What the import needs of the opened services (:class:`memory_chain.services.Services`)."""
+
+    @property
+    def settings(self) -> MemorySettings:
+        """The settings read at the edge."""
+        ...
+
+    @property
+    def store(self) -> SQLStore:
+        """Tier 2."""
+        ...
+
+    @property
+    def vectors(self) -> Tier3 | None:
+        """Tier 3, or ``None`` when it is off."""
+        ...
+
+    @property
+    def manager(self) -> ImportManager:
+        """The memory manager."""
+        ...
 
 
 class Echo(Protocol):
@@ -44,12 +79,25 @@ class ImportOptions:
     format: HistoryFormat | None = None
     user: str | None = None
     namespace: str | None = None
-    on_conflict: Literal["fail", "skip"] = "fail"
     dry_run: bool = False
 
 
-def run_import(services: Services, options: ImportOptions, echo: Echo, bar: Bar) -> bool:
+#: Restores memory-chain's own export (``memory_chain.transfer.import_jsonl``, which sits
+#: above this package): given the file and a bar, returns the line saying what it stored.
+Restore = Callable[[Path, Bar], str]
+
+
+def run_import(
+    services: ImportServices, options: ImportOptions, echo: Echo, bar: Bar, *, restore: Restore
+) -> bool:
     """Import a file; embed what it stored. Returns whether every conversation was stored.
+
+    Args:
+        services: The opened stores.
+        options: What was asked.
+        echo: Where lines for people go.
+        bar: Opens progress bars.
+        restore: Imports memory-chain's own export, exactly as exported.
 
     Raises:
         MemoryChainError: If the file cannot be read (nothing stored), or the store fails.
@@ -60,7 +108,7 @@ def run_import(services: Services, options: ImportOptions, echo: Echo, bar: Bar)
             raise InvalidInputError(
                 "--dry-run and --user are for chat exports, not for memory-chain's own export"
             )
-        _import_own(services, options, echo, bar)
+        echo(restore(options.source, bar))
         complete = True
     else:
         complete = _import_history(services, options, found, echo, bar)
@@ -79,7 +127,7 @@ def run_import(services: Services, options: ImportOptions, echo: Echo, bar: Bar)
 
 
 def _import_history(
-    services: Services,
+    services: ImportServices,
     options: ImportOptions,
     found: HistoryFormat,
     echo: Echo,
@@ -104,29 +152,7 @@ def _import_history(
     return not report.failed
 
 
-def _import_own(services: Services, options: ImportOptions, echo: Echo, bar: Bar) -> None:
-    from memory_chain.transfer import import_jsonl
-
-    settings = services.settings
-    with bar("importing conversations") as progress:
-        report = import_jsonl(
-            services.store,
-            options.source,
-            max_chars=settings.max_message_chars,
-            on_conflict=options.on_conflict,
-            max_facts_per_user=settings.memory_max_facts_per_user,
-            progress=progress,
-        )
-    echo(
-        f"imported {report.conversations} conversations ({report.turns} turns, "
-        f"{report.summaries} summaries), skipped {report.skipped} already stored; "
-        f"imported {report.facts} facts, skipped {report.skipped_facts} already stored; "
-        f"imported {report.store_items} store items, skipped {report.skipped_store_items} "
-        "already stored"
-    )
-
-
-def _embed(services: Services, echo: Echo, bar: Bar) -> None:
+def _embed(services: ImportServices, echo: Echo, bar: Bar) -> None:
     """Embed the queued turns and the facts without a vector, as a server would."""
     if services.vectors is None:
         return
@@ -146,4 +172,4 @@ def _embed(services: Services, echo: Echo, bar: Bar) -> None:
         echo(f"embedded {facts} facts")
 
 
-__all__ = ["Bar", "Echo", "ImportOptions", "run_import"]
+__all__ = ["Bar", "Echo", "ImportOptions", "ImportServices", "Restore", "run_import"]

@@ -7,7 +7,8 @@ a ``memory-chain serve`` process behind one proxy key. The old chat is made in O
 without memory_chain (``POST /api/v1/chats/new``, as a chat held with another model before
 memory_chain was connected): dated in 2024, with a regenerated reply (a branch) and an empty
 reply. The fake model quotes what memory put in its prompt, so the detail shows in the answer
-only if memory_chain retrieved it from the imported chat.
+only if memory_chain retrieved it from the imported chat. Then the server's idle scan
+consolidates the imported chat in the background, its summary dated 2024.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,7 @@ def _import(server: RunningServer, path: Path) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.timeout(900)  # Open WebUI starts in about a minute; the idle scan runs each minute
 def test_chats_exported_from_open_webui_are_recalled_in_a_new_chat(
     webui: OpenWebUI, memory_server: RunningServer, tmp_path: Path
 ) -> None:
@@ -182,3 +185,16 @@ def test_chats_exported_from_open_webui_are_recalled_in_a_new_chat(
         assert asked.status_code == 200, f"{asked.text}\n{webui.tail()}"
         answer = asked.json()["choices"][0]["message"]["content"]
         assert DETAIL in answer, answer
+
+    # In the background, the server's idle scan consolidates the imported chat (idle since
+    # 2024): its summary is dated by the turns it covers, not by today.
+    deadline = time.monotonic() + 180
+    summaries: list[dict[str, Any]] = []
+    while not summaries and time.monotonic() < deadline:
+        time.sleep(2)
+        summaries = httpx.get(
+            f"{memory_server.url}/v1/conversations/{chat_id}", headers=headers, timeout=30
+        ).json()["summaries"]
+    assert summaries, "the imported chat was not consolidated in the background"
+    assert (summaries[0]["turn_range_start"], summaries[0]["turn_range_end"]) == (1, 3)
+    assert summaries[0]["created_at"].startswith("2024-04-25T09:01:00")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
@@ -18,7 +20,6 @@ if TYPE_CHECKING:
 
     from memory_chain.eval.locomo import EvalScope
     from memory_chain.retrieval import RetrievalMode
-    from memory_chain.services import Services
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
 
@@ -224,83 +225,98 @@ def import_(
     source: Annotated[
         Path,
         typer.Argument(
-            metavar="IN.jsonl",
-            help="JSON Lines file written by `memory-chain export`.",
+            metavar="FILE",
+            help="memory-chain's own export (JSON Lines), Open WebUI's chat export, ChatGPT's "
+            "conversations.json, or the plain JSON Lines / CSV of conversation, role, content, "
+            "timestamp (docs/cli.md); the format is told by the content.",
             exists=True,
             dir_okay=False,
             readable=True,
         ),
     ],
+    *,
     on_conflict: Annotated[
         Literal["fail", "skip"],
         typer.Option(
-            help="A conversation id (or a store item's user, namespace and key) already "
-            "stored: fail (import nothing) or skip it."
+            help="memory-chain's own export: a conversation id (or a store item's user, "
+            "namespace and key) already stored: fail (import nothing) or skip it."
         ),
     ] = "fail",
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Force the format: memory-chain, open-webui, chatgpt, jsonl or csv.",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            help="Whose the imported chats are (default: each Open WebUI chat's account, as "
+            "the proxy names it; other exports: default_user_id)."
+        ),
+    ] = None,
+    open_webui_namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="The proxy_api_keys namespace Open WebUI's accounts live in (default: the "
+            "only one configured; '' for none)."
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Store nothing; say what would be stored.")
+    ] = False,
 ) -> None:
-    """Import conversations, facts and store items from JSON Lines, exactly as exported."""
-    from memory_chain.errors import MemoryChainError, VectorStoreError
-    from memory_chain.services import open_services
-    from memory_chain.transfer import import_jsonl
+    """Import chat history: memory-chain's own export, Open WebUI's, ChatGPT's, plain files.
 
+    Chat exports are imported as history (no "remember ..." in them acted on); importing
+    the same file again adds nothing; facts come from consolidating the imported turns.
+    """
+    from memory_chain.errors import MemoryChainError
+    from memory_chain.imports import FORMATS
+    from memory_chain.imports.command import Bar, ImportOptions, run_import
+    from memory_chain.services import open_services
+
+    if format_ is not None and format_ not in FORMATS:
+        raise typer.BadParameter(f"use one of {', '.join(FORMATS)}", param_hint="--format")
+    options = ImportOptions(source, format_, user, open_webui_namespace, dry_run)
     settings = _settings()
     services = open_services(settings)
-    try:
-        with _stderr_bar() as bar:
-            task = bar.add_task(f"checking {source.name}", total=None)
+
+    def restore(path: Path, bar: Bar) -> str:
+        from memory_chain.transfer import import_jsonl
+
+        with bar("importing conversations") as progress:
             report = import_jsonl(
                 services.store,
-                source,
+                path,
                 max_chars=settings.max_message_chars,
                 on_conflict=on_conflict,
                 max_facts_per_user=settings.memory_max_facts_per_user,
-                progress=lambda done, total: bar.update(
-                    task, description="importing conversations", completed=done, total=total
-                ),
+                progress=progress,
             )
-        typer.echo(
+        return (
             f"imported {report.conversations} conversations ({report.turns} turns, "
             f"{report.summaries} summaries), skipped {report.skipped} already stored; "
             f"imported {report.facts} facts, skipped {report.skipped_facts} already stored; "
             f"imported {report.store_items} store items, skipped {report.skipped_store_items} "
             "already stored"
         )
-        if services.vectors is not None:
-            worker = services.vectors.worker
-            if worker is not None and not worker.index_open:  # open_services could not open it
-                raise VectorStoreError(worker.last_error or "the vector index is not open")
-            with _stderr_bar() as bar:
-                task = bar.add_task("embedding turns into tier 3", total=None)
-                embedded = services.vectors.drain(
-                    progress=lambda done, total: bar.update(task, completed=done, total=total)
-                )
-            typer.echo(f"embedded {embedded} turns into {services.vectors.backend}")
-            _embed_facts(services)
-    except VectorStoreError as exc:
-        typer.echo(
-            f"warning: tier 3 is unavailable ({exc}); the imported turns stay queued: run "
-            "`memory-chain reindex` later (a running server embeds them too)",
-            err=True,
-        )
+
+    try:
+        if not run_import(services, options, typer.echo, _bar, restore=restore):
+            raise typer.Exit(1)
     except MemoryChainError as exc:
         _fail(exc)
     finally:
         services.close()
 
 
-def _embed_facts(services: Services) -> None:
-    """Embed the facts stored without a vector now, as a server's backfill thread would."""
-    from memory_chain.errors import MemoryChainError
-
-    embedded = 0
-    try:
-        while done := services.manager.fact_store.embed_pending():
-            embedded += done
-    except MemoryChainError as exc:
-        typer.echo(f"warning: facts not embedded ({exc}): a running server embeds them", err=True)
-    if embedded:
-        typer.echo(f"embedded {embedded} facts")
+@contextlib.contextmanager
+def _bar(description: str) -> Iterator[Callable[[int, int], None]]:
+    with _stderr_bar() as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 @app.command()

@@ -233,6 +233,8 @@ class Consolidator:
             token_count=self.counter.count(range_text),
             running_summary=new_running,
             user_id=user_id,
+            # Dated by what it covers: a summary of imported history is as old as it.
+            dated=turns[-1].timestamp,
         )
         if stored is not None:
             state = CachedSummary(new_running, end)

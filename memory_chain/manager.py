@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import BaseMessage
 
@@ -46,6 +46,7 @@ from memory_chain.schemas import (
     Summary,
     Turn,
     validate_id,
+    without_empty,
 )
 from memory_chain.tiers.buffer import CachedSummary, TurnBuffer, load_into
 from memory_chain.tiers.sql import SQLStore
@@ -54,6 +55,11 @@ from memory_chain.tiers.sql.progress import conversation_state, summarized_throu
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tokens import TokenCounter
 from memory_chain.transfer.jsonl import export_lines
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from memory_chain.imports import HistoryReport
 
 logger = logging.getLogger(__name__)
 
@@ -108,11 +114,13 @@ class MemoryManager:
         turns: Sequence[BaseMessage] | Sequence[NewTurn],
         *,
         index_now: bool = True,
+        as_history: bool = False,
     ) -> list[Turn]:
         """Store turns: SQL (and the tier-3 queue) first, then tier 1; then wake listeners.
 
         The conversation is created for the user if it does not exist (conversation ids are
-        each user's own).
+        each user's own). Messages without text are left out (a batch of only such messages
+        stores nothing); the rest are stored.
 
         Args:
             conversation_id: The conversation.
@@ -122,6 +130,13 @@ class MemoryManager:
                 queued for :meth:`index_queued` (or the worker's next round): the chat stores
                 the user's message before calling the model, and a worker embedding it then
                 competes with the reply for the CPU.
+            as_history: The turns are past history (an import, a benchmark's logs), not
+                said now: no "remember ..." / "forget ..." in them is acted on, and the
+                listeners (consolidation's triggers) are not told; consolidation's backlog
+                scans find them.
+
+        Returns:
+            The stored turns (without the messages left out as empty).
 
         Raises:
             InvalidInputError: On malformed input (nothing is stored).
@@ -132,15 +147,18 @@ class MemoryManager:
             new_turns = to_new_turns([t for t in turns if isinstance(t, BaseMessage)], self.counter)
             if len(new_turns) != len(turns):
                 raise InvalidInputError("pass either messages or NewTurn objects, not a mix")
+        if new_turns and not (new_turns := without_empty(new_turns)):
+            return []
         stored = self.store.append_turns(conversation_id, new_turns, user_id=user_id)
         self.buffer.extend(conversation_id, stored, user_id=user_id)
         try:
-            self._file_requests(conversation_id, user_id, stored)
+            if not as_history:
+                self._file_requests(conversation_id, user_id, stored)
         except MemoryChainError as exc:  # the turns are stored: the request can be repeated
             logger.warning(
                 "conversation %s: a remember/forget request failed: %s", conversation_id, exc
             )
-        for listener in self.listeners:
+        for listener in () if as_history else self.listeners:
             try:
                 listener.on_turns_added(conversation_id, user_id, stored)
             except Exception:  # a trigger must never fail a stored write
@@ -149,6 +167,16 @@ class MemoryManager:
         if index_now:
             self.index_queued()
         return stored
+
+    def import_history(self, path: Path, **options: Any) -> HistoryReport:
+        """Import a chat export (Open WebUI, ChatGPT, plain JSON Lines / CSV) as history.
+
+        See :func:`memory_chain.imports.import_history` for the options (``format``,
+        ``user``, ``namespace``, ``default_user``, ``dry_run``, ``progress``).
+        """
+        from memory_chain.imports import import_history
+
+        return import_history(self, path, **options)
 
     def index_queued(self) -> None:
         """Wake tier 3's worker to embed the queued turns (nothing to do without tier 3)."""

@@ -176,6 +176,16 @@ def validate_status(value: str) -> str:
     return value
 
 
+def without_empty(turns: Sequence[NewTurn]) -> list[NewTurn]:
+    """The turns that have text: an empty (or whitespace-only) message is left out.
+
+    Exports and clients send empty messages (a failed reply, an image without a caption);
+    one of them is no reason to refuse the others. Content that is not text is kept, for
+    :func:`validate_new_turns` to refuse.
+    """
+    return [t for t in turns if not isinstance(t.content, str) or t.content.strip()]
+
+
 def validate_new_turns(turns: Sequence[NewTurn], *, max_chars: int) -> None:
     """Check a batch of turns before anything is written.
 

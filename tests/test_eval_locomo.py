@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, text
 
 from memory_chain.errors import InvalidInputError
 from memory_chain.eval.crossval import CrossValReport, Paired, format_crossval, sign_test
+from memory_chain.eval.locomo import _ingest as ingest
 from memory_chain.eval.locomo import found_turns, recall_row
 from memory_chain.eval.locomo_data import (
     EvidenceRepairs,
@@ -23,7 +24,10 @@ from memory_chain.eval.locomo_data import (
     parse_session_date,
     repair_evidence,
 )
+from memory_chain.manager import MemoryManager
 from memory_chain.schemas import MemoryItem
+from memory_chain.tiers.buffer import TurnBuffer
+from memory_chain.tiers.sql import SQLStore
 from tests.needs import missing
 
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
@@ -93,6 +97,21 @@ TINY_QA = [
     {"question": "What is Ana's dog called?", "adversarial_answer": "Rex", "evidence": ["D1:1"],
      "category": 5},
 ]  # fmt: skip
+
+
+def test_loaded_sessions_are_history_and_file_no_facts(
+    tmp_path: Path, sqlite_store: SQLStore
+) -> None:
+    sample = _sample(TINY_QA)
+    sample["conversation"]["session_1"][0]["text"] = "Remember that my cat Miso is grey."
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]))
+    (loaded,), _ = load_locomo(path)
+    manager = MemoryManager(sqlite_store, TurnBuffer())
+    numbers = ingest(manager, loaded, "ana")
+    assert sorted(numbers) == ["D1:1", "D1:2", "D2:1", "D2:2"]
+    # Before: the old session's "Remember that ..." was filed as a fact of the user.
+    assert manager.facts("ana") == []
 
 
 def test_loading_a_locomo_file(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 ``quickstart.ipynb`` (a fake chat model) and ``latency_and_recall.ipynb`` (LoCoMo from
 ``../shared/data``) run on the embedded stores; ``remote_client.ipynb`` talks to a real server
 started here (embedded stores, the embedded LLM), whose URL it reads from
-``MEMORY_CHAIN_URL``; ``agent_with_memory.ipynb`` runs an agent on the embedded model. A
+``MEMORY_CHAIN_URL``; ``agent_with_memory.ipynb`` runs an agent on the embedded model;
+``import_history.ipynb`` imports a ChatGPT-style export and asks about it. A
 failing cell fails the test with the cell's traceback.
 """
 
@@ -50,6 +51,7 @@ def _execute(name: str, workdir: Path, cell_timeout: int) -> nbformat.NotebookNo
         "remote_client.ipynb",
         "latency_and_recall.ipynb",
         "agent_with_memory.ipynb",
+        "import_history.ipynb",
     ],
 )
 def test_committed_without_outputs(name: str) -> None:
@@ -70,6 +72,15 @@ def test_quickstart_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
     assert not [output for output in outputs if output.output_type == "error"]
     assert any("TP1351" in output.get("text", "") for output in outputs)
+
+
+@pytest.mark.timeout(300)
+def test_import_history_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _clean_environment(monkeypatch)
+    executed = _execute("import_history.ipynb", tmp_path, cell_timeout=240)
+    outputs = [output for cell in executed.cells for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.output_type == "error"]
+    assert any("Casa do Rio Azul-58" in output.get("text", "") for output in outputs)
 
 
 @pytest.mark.slow

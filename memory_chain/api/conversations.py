@@ -101,7 +101,8 @@ def add_turns(
 
     The conversation is created for the caller if it does not exist. The turns go through the
     same path as a chat's: tier 2 (one transaction: all or nothing), tier 1, the tier-3 queue,
-    and the consolidation triggers.
+    and the consolidation triggers. Empty messages (no text, or only whitespace) are left
+    out and counted in ``skipped_empty``; the others are stored.
     """
     counts = memory.counter.count_many([turn.content for turn in request.turns])
     new_turns = [
@@ -109,7 +110,9 @@ def add_turns(
         for turn, count in zip(request.turns, counts, strict=True)
     ]
     stored = memory.add_turns(conversation_id, user, new_turns)
-    return TurnsAdded(conversation_id=conversation_id, turns=stored)
+    return TurnsAdded(
+        conversation_id=conversation_id, turns=stored, skipped_empty=len(new_turns) - len(stored)
+    )
 
 
 @router.post("/{conversation_id}/search", response_model=SearchResponse)

@@ -91,7 +91,10 @@ class TurnIn(BaseModel):
     """A turn to add."""
 
     role: Role
-    content: StorableText = Field(min_length=1, description="The message text (not empty).")
+    content: StorableText = Field(
+        description="The message text; an empty message is left out (counted in "
+        "skipped_empty), the others are stored."
+    )
     timestamp: datetime | None = Field(
         default=None, description="When it was said (ISO 8601; UTC if no offset); default now."
     )
@@ -118,6 +121,9 @@ class TurnsAdded(_FromStored):
 
     conversation_id: str
     turns: list[TurnOut]
+    skipped_empty: int = Field(
+        default=0, description="Messages left out because they had no text (not stored)."
+    )
 
 
 class SearchRequest(BaseModel):

@@ -141,6 +141,7 @@ def _ingest(manager: MemoryManager, sample: LocomoSample, user_id: str) -> dict[
                 NewTurn(roles.get(turn.speaker, "user"), turn.content, timestamp=turn.timestamp)  # type: ignore[arg-type]
                 for turn in turns
             ],
+            as_history=True,  # old sessions: no "remember ..." in them is acted on
         )
         numbers.update(
             {turn.dia_id: row.turn_number for turn, row in zip(turns, stored, strict=True)}

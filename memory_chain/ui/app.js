@@ -332,8 +332,10 @@ async function openConversation(id) {
   $("#placeholder").hidden = true;
   $("#conversation").hidden = false;
   $("#conversation-title").textContent = detail.conversation_id;
+  // How far consolidation has come (imported history is consolidated in the background).
+  const through = Math.max(0, ...detail.summaries.map((s) => s.turn_range_end));
   $("#conversation-meta").textContent =
-    `${detail.status} · ${detail.turn_count} turns · ${detail.total_tokens} tokens · created ${when(detail.created_at)}`;
+    `${detail.status} · ${detail.turn_count} turns · ${through} of ${detail.turn_count} consolidated · ${detail.total_tokens} tokens · created ${when(detail.created_at)}`;
   $("#archive-button").disabled = detail.status === "archived";
   $("#running-summary").textContent = detail.summary || "No summary yet (it is written when the conversation is consolidated).";
   const summaries = $("#summaries");

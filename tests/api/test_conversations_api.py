@@ -420,10 +420,8 @@ def _turn(content: object = "hello", role: object = "user", **extra: object) -> 
         ({"turns": [_turn()] * 101}, "at most 100"),
         ({}, "Field required"),
         ({"turns": [_turn(role="tool")]}, "'user', 'assistant' or 'system'"),
-        ({"turns": [_turn(content="")]}, "at least 1 character"),
         ({"turns": [_turn(content=5)]}, "valid string"),
         ({"turns": [_turn(), _turn(content="a\x00b")]}, "NUL"),
-        ({"turns": [_turn(content="   ")]}, "empty"),
         ({"turns": [_turn(timestamp="yesterday")]}, "datetime"),
         ({"turns": [_turn(timestamp="0001-01-01T00:00:00+01:00")]}, "out of range"),
     ],
@@ -439,6 +437,24 @@ def test_bad_turns_are_422_and_store_nothing(
     new = errors.http.post("/v1/conversations/never-written/turns", json=body)
     assert new.status_code == 422, new.text
     assert errors.http.get("/v1/conversations/never-written").status_code == 404
+
+
+def test_empty_messages_are_left_out_and_counted_the_rest_stored(errors: Client) -> None:
+    # Before: one empty message made the whole batch a 422, and nothing was stored.
+    body = {"turns": [_turn("first"), _turn(""), _turn("   ", role="assistant"), _turn("last")]}
+    response = errors.http.post("/v1/conversations/with-empties/turns", json=body)
+    assert response.status_code == 201, response.text
+    assert [t["content"] for t in response.json()["turns"]] == ["first", "last"]
+    assert response.json()["skipped_empty"] == 2
+    stored = errors.ok("GET", "/v1/conversations/with-empties/turns")["turns"]
+    assert [(t["turn_number"], t["content"]) for t in stored] == [(1, "first"), (2, "last")]
+
+    empty = {"turns": [_turn("")]}
+    only_empty = errors.http.post("/v1/conversations/only-empties/turns", json=empty)
+    assert only_empty.status_code == 201, only_empty.text
+    assert only_empty.json()["turns"] == []
+    assert only_empty.json()["skipped_empty"] == 1
+    assert errors.http.get("/v1/conversations/only-empties").status_code == 404
 
 
 def test_turns_added_under_another_users_id_go_to_ones_own_conversation(

@@ -145,6 +145,9 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     assert shown["runningSummary"] == detail["summary"]
     assert shown["summaries"] == [s["summary_text"] for s in detail["summaries"]]
     assert shown["summaryRanges"][0].startswith("turns 1\u20134")  # an en dash
+    # How far consolidation has come, beside the turn count.
+    through = max(s["turn_range_end"] for s in detail["summaries"])
+    assert f" {through} of {detail['turn_count']} consolidated " in shown["meta"]
 
     # Search: the same hits as the API, each naming its tier, its sources and its score.
     assert [(r["tier"], r["content"]) for r in report["search"]] == [

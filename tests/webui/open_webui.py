@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.needs import missing
 from tests.postgres import free_port
 from tests.servers import wait_until_healthy
 
@@ -47,6 +48,17 @@ def find_open_webui() -> Path | None:
     if command.exists() and (venv / ".memory_chain-installed").exists():
         return command
     return None
+
+
+def require_open_webui() -> Path:
+    """The ``open-webui`` command; skips the test without one (fails it under CI)."""
+    command = find_open_webui()
+    if command is None:
+        missing(
+            f"Open WebUI is not installed in {venv_path()}: run `make test` or "
+            "`bash scripts/setup-open-webui.sh` (about 3 GB, a few minutes)"
+        )
+    return command
 
 
 def open_webui_env(

@@ -253,6 +253,7 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
         token_count: int | None = None,
         running_summary: str | None = None,
         user_id: str,
+        dated: datetime | None = None,
     ) -> Summary | None:
         """Store the summary of a turn range, and optionally the new running summary.
 
@@ -266,6 +267,9 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
             token_count: Tokens of the summary.
             running_summary: New value of ``conversations.summary``.
             user_id: The conversation's owner.
+            dated: The summary's time (``created_at``): when what it covers was said (its
+                last turn's time), so that a summary of imported history is as old as the
+                history; default now.
 
         Returns:
             The stored summary, or ``None`` if the range was already summarized.
@@ -281,7 +285,7 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
             raise InvalidInputError("summary contains a NUL character: remove it")
         if not 1 <= start <= end:
             raise InvalidInputError(f"invalid turn range {turn_range}: need 1 <= start <= end")
-        now = utcnow()
+        now = as_utc(dated) if dated is not None else utcnow()
         key = stored_id(user_id, conversation_id)
 
         def work(conn: Connection) -> Summary | None:

@@ -11,7 +11,7 @@ import pytest
 from memory_chain.errors import InvalidInputError
 from memory_chain.imports import detect_format, read_history
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "samples"
 
 
 def _texts(conversation: object) -> list[tuple[str, str]]:

@@ -25,7 +25,7 @@ from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.store_items import StoreItems
 from tests.facts.test_extract import Scripted, fact, reply
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "samples"
 TRIP = "chatgpt-6627a1b0-1111-4c2d-9e8f-0a1b2c3d4e5f"
 
 

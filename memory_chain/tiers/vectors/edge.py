@@ -21,7 +21,8 @@ this module relies on (measured with 0.9.0):
   ~16 ms, so it is opt-in per upsert (``flush_on_upsert``); tier 2 stays the source of truth
   and ``memory-chain reindex`` rebuilds tier 3 from it.
 - One process per folder: a second process gets a bare ``Exception`` mentioning
-  ``WouldBlock``, mapped here to :class:`~memory_chain.errors.VectorStoreUnavailableError`.
+  ``WouldBlock``, mapped to :class:`~memory_chain.errors.VectorStoreUnavailableError`
+  (:func:`~.edge_engine.engine_errors`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The store's keyword search: turns and summaries by words, scoped to a user or conversation.
 
 :class:`KeywordSearch` is part of :class:`~memory_chain.tiers.sql.store.SQLStore`; these
-methods live here to keep one concern per module. The statements are in :mod:`.search`, the
-word counts they cache in :mod:`.term_stats`.
+methods live here to keep one concern per module. The searches are in :mod:`.search` (their
+SQL in :mod:`.search_sql`), the word counts they cache in :mod:`.term_stats`.
 """
 
 from __future__ import annotations

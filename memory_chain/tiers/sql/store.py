@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Executable, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Engine, Executable, bindparam, insert, select, update
 
 from memory_chain.config import DEFAULT_USER_ID
 from memory_chain.errors import (
@@ -42,8 +42,6 @@ from memory_chain.errors import (
     StorageConflictError,
 )
 from memory_chain.schemas import (
-    ConversationInfo,
-    ConversationStatus,
     NewTurn,
     Summary,
     Turn,
@@ -53,19 +51,13 @@ from memory_chain.schemas import (
     validate_new_turns,
 )
 from memory_chain.tiers.sql.claims import Claimant
+from memory_chain.tiers.sql.conversation_reads import ConversationReads
 from memory_chain.tiers.sql.database import Database, dialect_insert
 from memory_chain.tiers.sql.keywords import KeywordSearch
 from memory_chain.tiers.sql.lifecycle import STATUS_TTL, ConversationLifecycle
-from memory_chain.tiers.sql.models import conversations, facts, summaries, turns
+from memory_chain.tiers.sql.models import conversations, summaries, turns
 from memory_chain.tiers.sql.outbox import EmbeddingOutbox, enqueue_range
-from memory_chain.tiers.sql.rows import (
-    conversation_from_row,
-    naive_utc,
-    stored_id,
-    summary_from_row,
-    turn_from_row,
-    turn_values,
-)
+from memory_chain.tiers.sql.rows import naive_utc, stored_id, turn_values
 from memory_chain.tiers.sql.tasks import VectorTasks, add_task
 from memory_chain.tiers.sql.term_stats import ScopeStats, TermStats, TTLCache
 
@@ -116,10 +108,12 @@ def _append_statements(dialect: str) -> _AppendStatements:
     return _AppendStatements(create, lock, insert(turns), count)
 
 
-class SQLStore(ConversationLifecycle, KeywordSearch):
+class SQLStore(ConversationReads, ConversationLifecycle, KeywordSearch):
     """Tier 2 over a SQLAlchemy engine (SQLite or PostgreSQL).
 
-    Archiving, purging and the checks retrieval makes against them are in
+    The reads of conversations, turns and summaries are in
+    :class:`~memory_chain.tiers.sql.conversation_reads.ConversationReads`; archiving, purging
+    and the checks retrieval makes against them in
     :class:`~memory_chain.tiers.sql.lifecycle.ConversationLifecycle`, keyword search in
     :class:`~memory_chain.tiers.sql.keywords.KeywordSearch`. Transactions run through the
     store's :class:`~memory_chain.tiers.sql.database.Database`; the tier-3 queues kept beside
@@ -332,74 +326,3 @@ class SQLStore(ConversationLifecycle, KeywordSearch):
         except StorageConflictError:  # a concurrent writer stored the same range first
             return None
         return result
-
-    # -- reads --------------------------------------------------------------------------
-
-    def get_conversation(self, conversation_id: str, *, user_id: str) -> ConversationInfo | None:
-        """A conversation's row, or ``None`` if ``user_id`` has no conversation of that id."""
-        key = stored_id(user_id, conversation_id)
-        rows = self.database.read(
-            select(conversations).where(conversations.c.conversation_id == key)
-        )
-        return conversation_from_row(rows[0]) if rows else None
-
-    def list_conversations(
-        self,
-        *,
-        user_id: str | None,
-        status: ConversationStatus | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[ConversationInfo]:
-        """Conversations, most recently active first."""
-        statement = select(conversations)
-        if user_id is not None:
-            statement = statement.where(conversations.c.user_id == user_id)
-        if status is not None:
-            statement = statement.where(conversations.c.status == status)
-        statement = statement.order_by(
-            func.coalesce(conversations.c.last_message_at, conversations.c.created_at).desc(),
-            conversations.c.id.desc(),
-        )
-        rows = self.database.read(statement.limit(max(limit, 0)).offset(max(offset, 0)))
-        return [conversation_from_row(row) for row in rows]
-
-    def get_turns(
-        self,
-        conversation_id: str,
-        *,
-        user_id: str,
-        after: int = 0,
-        limit: int | None = None,
-    ) -> list[Turn]:
-        """Turns with number greater than ``after``, oldest first, at most ``limit``."""
-        statement = select(turns).where(
-            turns.c.conversation_id == stored_id(user_id, conversation_id),
-            turns.c.turn_number > after,
-        )
-        statement = statement.order_by(turns.c.turn_number)
-        if limit is not None:
-            statement = statement.limit(max(limit, 0))
-        return [turn_from_row(row) for row in self.database.read(statement)]
-
-    def recent_turns(self, conversation_id: str, count: int, *, user_id: str) -> list[Turn]:
-        """The last ``count`` turns, oldest first."""
-        key = stored_id(user_id, conversation_id)
-        statement = select(turns).where(turns.c.conversation_id == key)
-        statement = statement.order_by(turns.c.turn_number.desc()).limit(max(count, 0))
-        return [turn_from_row(row) for row in reversed(self.database.read(statement))]
-
-    def counts(self) -> dict[str, int]:
-        """How many conversations, turns, summaries and facts are stored (every user)."""
-        with self.database.connect() as conn:
-            return {
-                table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-                for table in (conversations, turns, summaries, facts)
-            }
-
-    def get_summaries(self, conversation_id: str, *, user_id: str) -> list[Summary]:
-        """Every stored range summary, in turn order."""
-        key = stored_id(user_id, conversation_id)
-        statement = select(summaries).where(summaries.c.conversation_id == key)
-        rows = self.database.read(statement.order_by(summaries.c.turn_range_start))
-        return [summary_from_row(row) for row in rows]

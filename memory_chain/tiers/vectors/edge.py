@@ -1,8 +1,9 @@
 """The embedded tier-3 backend: one qdrant-edge shard in a folder, no server.
 
 qdrant-edge-py runs Qdrant's segment code in process. It is beta and its API drifts between
-releases, so every ``qdrant_edge`` type stays inside this module. Facts this module relies on
-(measured with 0.9.0):
+releases, so every ``qdrant_edge`` type stays inside this module and :mod:`.edge_engine`
+(which imports it, and holds the shard's settings, the filters and the error mapping). Facts
+this module relies on (measured with 0.9.0):
 
 - The shard is created with ``indexing_threshold=0``, so it never builds HNSW: every search
   here is filtered by user at least, and filtered exact search over keyword payload indexes is
@@ -20,7 +21,8 @@ releases, so every ``qdrant_edge`` type stays inside this module. Facts this mod
   ~16 ms, so it is opt-in per upsert (``flush_on_upsert``); tier 2 stays the source of truth
   and ``memory-chain reindex`` rebuilds tier 3 from it.
 - One process per folder: a second process gets a bare ``Exception`` mentioning
-  ``WouldBlock``, mapped here to :class:`~memory_chain.errors.VectorStoreUnavailableError`.
+  ``WouldBlock``, mapped to :class:`~memory_chain.errors.VectorStoreUnavailableError`
+  (:func:`~.edge_engine.engine_errors`).
 """
 
 from __future__ import annotations
@@ -33,15 +35,17 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from memory_chain.errors import (
-    InvalidInputError,
-    VectorStoreError,
-    VectorStoreUnavailableError,
+from memory_chain.errors import InvalidInputError, VectorStoreError
+from memory_chain.tiers.vectors.edge_engine import (
+    engine_errors,
+    ensure_payload_indexes,
+    held_elsewhere,
+    qe,
+    shard_config,
+    to_filter,
 )
 from memory_chain.tiers.vectors.index import (
     SCROLL_PAGE,
-    HasIds,
-    Match,
     TurnPayload,
     VectorFilter,
     VectorHit,
@@ -50,36 +54,16 @@ from memory_chain.tiers.vectors.index import (
     check_point_id,
     check_search,
     check_vector,
-    filter_conditions,
     hits_from_engine,
     paged,
     point_from_engine,
     users_payloads,
 )
 
-try:
-    import qdrant_edge as qe
-except ImportError as exc:  # pragma: no cover - a declared dependency, but wheels are per-platform
-    raise ImportError(
-        "EdgeIndex needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.*'. Where no wheel "
-        "exists for this platform, use QdrantIndex with QdrantClient(path=...) or a server"
-    ) from exc
-
 logger = logging.getLogger(__name__)
 
 #: Points per engine call: 1,000 384-d points take ~15 ms, during which the GIL is held.
 _UPSERT_BATCH = 1000
-
-
-def _payload_indexes() -> dict[str, qe.PayloadSchemaType | qe.KeywordIndexParams]:
-    return {
-        # Tenant layout keeps each conversation's points together on disk.
-        "conversation_id": qe.KeywordIndexParams(is_tenant=True),
-        "user_id": qe.PayloadSchemaType.Keyword,
-        "role": qe.PayloadSchemaType.Keyword,
-        "tags": qe.PayloadSchemaType.Keyword,
-        "timestamp": qe.PayloadSchemaType.Datetime,
-    }
 
 
 class EdgeIndex:
@@ -152,7 +136,7 @@ class EdgeIndex:
             if self._shard is not None:
                 return
             with self._errors("open"):
-                config = self._config()
+                config = shard_config(self.dimension, self._search_threads)
                 if self.folder.is_dir() and any(self.folder.iterdir()):
                     # Passing the config checks the stored vectors against it and persists
                     # indexing_threshold=0 on shards created with other settings.
@@ -160,7 +144,7 @@ class EdgeIndex:
                 else:
                     shard = qe.EdgeShard.create(str(self.folder), config)
                 try:
-                    self._ensure_payload_indexes(shard)
+                    ensure_payload_indexes(shard)
                 except BaseException:
                     shard.close()
                     raise
@@ -203,7 +187,7 @@ class EdgeIndex:
         request = qe.QueryRequest(
             limit=k,
             query=qe.Query.Nearest(query),
-            filter=_to_filter(where),
+            filter=to_filter(where),
             with_payload=True,
             with_vector=False,
             params=qe.SearchParams(exact=True),
@@ -219,7 +203,7 @@ class EdgeIndex:
         Raises:
             VectorStoreError: If the engine fails or the index is not open.
         """
-        selector = _to_filter(where) or qe.Filter()
+        selector = to_filter(where) or qe.Filter()
         shard = self._ready()
         with self._errors("delete"):
             shard.update(qe.UpdateOperation.delete_points_by_filter(selector))
@@ -232,7 +216,7 @@ class EdgeIndex:
         Raises:
             VectorStoreError: If the engine fails or the index is not open.
         """
-        request = qe.CountRequest(exact=True, filter=_to_filter(where))
+        request = qe.CountRequest(exact=True, filter=to_filter(where))
         shard = self._ready()
         with self._errors("count"):
             return shard.count(request)
@@ -243,7 +227,7 @@ class EdgeIndex:
         Raises:
             VectorStoreError: If the engine fails or the index is not open.
         """
-        selector = _to_filter(where)
+        selector = to_filter(where)
         shard = self._ready()
         return self._pages(shard, selector)
 
@@ -290,7 +274,7 @@ class EdgeIndex:
         request = qe.QueryRequest(
             limit=len(ids),
             query=qe.Query.Nearest(query),
-            filter=_to_filter(VectorFilter(user_id=user_id, ids=tuple(ids))),
+            filter=to_filter(VectorFilter(user_id=user_id, ids=tuple(ids))),
             with_payload=False,
             with_vector=False,
             params=qe.SearchParams(exact=True),
@@ -337,26 +321,12 @@ class EdgeIndex:
             with self._errors("close"):
                 shard.close()
 
-    def _config(self) -> qe.EdgeConfig:
-        return qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=self.dimension, distance=qe.Distance.Cosine),
-            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=0),
-            max_search_threads=self._search_threads,
-        )
-
-    @staticmethod
-    def _ensure_payload_indexes(shard: qe.EdgeShard) -> None:
-        existing = shard.info().payload_schema
-        for field, schema in _payload_indexes().items():
-            if field not in existing:
-                shard.update(qe.UpdateOperation.create_field_index(field, schema))
-
     def _check_not_held(self) -> None:
         """Fail if another process holds the folder, before deleting files under it."""
         try:
             probe = qe.EdgeShard.load(str(self.folder))
         except Exception as exc:
-            if _held_elsewhere(exc):
+            if held_elsewhere(exc):
                 raise
             # A damaged shard is what one drops: let rmtree remove it.
             logger.warning("dropping unreadable vector index %s: %s", self.folder, exc)
@@ -372,48 +342,6 @@ class EdgeIndex:
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
         return check_vector(vector, self.dimension, f"the index {self.folder}")
 
-    @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        """Map the engine's bare ``Exception``s (and file errors) to our errors."""
-        try:
-            yield
-        except OSError as exc:
-            raise VectorStoreError(
-                f"cannot {action} the vector index {self.folder}: {exc}"
-            ) from exc
-        except Exception as exc:
-            # The engine raises plain Exception; other types (TypeError, ...) are bugs here.
-            if type(exc) is not Exception:
-                raise
-            if _held_elsewhere(exc):
-                raise VectorStoreUnavailableError(
-                    f"the vector index folder {self.folder} is held by another process "
-                    "(qdrant-edge allows one process per folder): stop that process, give this "
-                    "one its own data folder, or share vectors between processes with "
-                    "vector_backend=pgvector (or a Qdrant server)"
-                ) from exc
-            raise VectorStoreError(
-                f"qdrant-edge could not {action} the vector index {self.folder}: {exc}"
-            ) from exc
-
-
-def _held_elsewhere(exc: Exception) -> bool:
-    return "WouldBlock" in str(exc)
-
-
-def _to_filter(where: VectorFilter | None) -> qe.Filter | None:
-    must: list[qe.ConditionType] = []
-    for condition in filter_conditions(where):
-        if isinstance(condition, Match):
-            values = list(condition.values)
-            match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(values)
-            must.append(qe.FieldCondition(condition.key, match=match))
-        elif isinstance(condition, HasIds):
-            must.append(qe.HasIdCondition(set(condition.ids)))
-        else:
-            window = qe.RangeDateTime(
-                gte=condition.gte.isoformat() if condition.gte else None,
-                lte=condition.lte.isoformat() if condition.lte else None,
-            )
-            must.append(qe.FieldCondition(condition.key, range=window))
-    return qe.Filter(must=must) if must else None
+    def _errors(self, action: str) -> contextlib.AbstractContextManager[None]:
+        """Map the engine's errors to ours (:func:`~.edge_engine.engine_errors`)."""
+        return engine_errors(self.folder, action)

@@ -6,19 +6,11 @@ the Alembic migrations create both tables and the ``vector`` extension. Several 
 share them like they share tier 2: no process owns a folder, and an upsert is durable when it
 returns (the transaction is committed).
 
-How a search runs (measured by ``benchmarks/bench_vectors.py``, see docs/tier3-vectors.md):
-
-- Every search is filtered by user at least. The filter is served by ordinary B-tree indexes
-  on ``(collection, user_id, conversation_id)`` and ``(collection, conversation_id)``.
-- **Exact** where the filter is selective: the rows the filter selects are read through the
-  B-tree index and ranked by their inner product (a top-k sort). The ranking expression is
-  written so that it cannot use the HNSW index, which keeps the planner on the filter.
-- **HNSW** where it is not (a user with more than :data:`EXACT_LIMIT` points): the ranking
-  uses the HNSW index over ``embedding::vector(<dimension>)`` with pgvector's iterative
-  index scans (``hnsw.iterative_scan = strict_order``), which keep scanning the graph until
-  ``k`` rows pass the filter instead of returning fewer.
-  Which side of the limit a scope is on is counted (at most ``EXACT_LIMIT + 1`` index
-  entries) and cached for a minute (:class:`~.pgvector_sql.ScopeDecisions`).
+A search is exact where the user's (or conversation's) points are few enough
+(:data:`~.pgvector_search.EXACT_LIMIT`), through the HNSW index otherwise
+(:mod:`.pgvector_search`); a collection and its dimension's HNSW index are registered by
+:meth:`PgVectorIndex.open` (:mod:`.pgvector_schema`); filters become SQL in
+:mod:`.pgvector_sql`.
 
 Vectors are stored L2-normalized, so the inner product is the cosine similarity (higher is
 more similar) and :meth:`PgVectorIndex.scroll` returns unit vectors, as the other backends do.
@@ -45,7 +37,6 @@ from memory_chain.errors import (
     VectorStoreError,
     VectorStoreUnavailableError,
 )
-from memory_chain.tiers.sql.vector_tables import create_hnsw_index_sql, hnsw_index_name
 from memory_chain.tiers.vectors.index import (
     SCROLL_PAGE,
     TurnPayload,
@@ -58,9 +49,16 @@ from memory_chain.tiers.vectors.index import (
     check_vector,
     paged,
 )
+from memory_chain.tiers.vectors.pgvector_schema import drop_collection, register_collection
+from memory_chain.tiers.vectors.pgvector_search import (
+    EXACT_LIMIT,
+    ScopeDecisions,
+    exact_rows,
+    hnsw_rows,
+    is_selective,
+)
 from memory_chain.tiers.vectors.pgvector_sql import (
     COLUMNS,
-    ScopeDecisions,
     parse_vector,
     payload_from_row,
     unit_vector,
@@ -70,13 +68,6 @@ from memory_chain.tiers.vectors.pgvector_sql import (
 
 logger = logging.getLogger(__name__)
 
-#: Scopes (user, or user and conversation) with at most this many points are searched
-#: exactly; larger ones through HNSW. In a table of 1.14M 384-d points on 2 cores, exact
-#: top-5 took 17 ms at 10k points in scope and 44 ms at 30k, HNSW 27 and 17 ms: they cross
-#: in between (bench_vectors.py --pgvector, docs/tier3-vectors.md).
-EXACT_LIMIT = 20_000
-#: Candidates the HNSW scan keeps per step; more is slower and finds more of the true top-k.
-EF_SEARCH = 100
 _UPSERT_BATCH = 500
 
 
@@ -141,42 +132,8 @@ class PgVectorIndex:
                 database was migrated) or the collection holds vectors of another dimension.
         """
         with self._errors("open", check_open=False), self.engine.begin() as conn:
-            if conn.execute(text("SELECT to_regclass('vector_points')")).scalar() is None:
-                raise VectorStoreError(
-                    f"the database {self._where} has no vector tables: pgvector was not "
-                    "available when it was migrated. Install pgvector on the server (the "
-                    "pgvector/pgvector images have it), then run `memory-chain migrate`"
-                )
-            conn.execute(
-                text(
-                    "INSERT INTO vector_collections (name, dimension) VALUES (:c, :d) "
-                    "ON CONFLICT (name) DO NOTHING"
-                ),
-                {"c": self.collection, "d": self.dimension},
-            )
-            stored = conn.execute(
-                text("SELECT dimension FROM vector_collections WHERE name = :c"),
-                {"c": self.collection},
-            ).scalar_one()
-            if stored != self.dimension:
-                raise VectorStoreError(
-                    f"collection {self.collection!r} at {self._where} holds {stored}-d vectors, "
-                    f"this index needs {self.dimension}-d: use the embedding model it was "
-                    "built with, another collection name, or drop it and run "
-                    "`memory-chain reindex`"
-                )
-            self._ensure_hnsw(conn)
+            register_collection(conn, self.collection, self.dimension, self._where)
         self._state = "open"
-
-    def _ensure_hnsw(self, conn: Connection) -> None:
-        """Create the HNSW index of this dimension unless a migration already did."""
-        name = hnsw_index_name(self.dimension)
-        if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None:
-            return
-        # Replicas opening at once would race on the index name: serialize them.
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('memory_chain_hnsw'))"))
-        conn.execute(text(create_hnsw_index_sql(self.dimension)))
-        logger.info("created the HNSW index %s for %d-d vectors", name, self.dimension)
 
     def drop(self) -> None:
         """Remove the collection and its points (:meth:`open` creates it again).
@@ -185,12 +142,7 @@ class PgVectorIndex:
             VectorStoreUnavailableError: If the database cannot be reached.
         """
         with self._errors("drop", check_open=False), self.engine.begin() as conn:
-            conn.execute(
-                text("DELETE FROM vector_points WHERE collection = :c"), {"c": self.collection}
-            )
-            conn.execute(
-                text("DELETE FROM vector_collections WHERE name = :c"), {"c": self.collection}
-            )
+            drop_collection(conn, self.collection)
         self._state = "new"
         self._scopes.clear()
         logger.info("dropped vector collection %s at %s", self.collection, self._where)
@@ -279,17 +231,9 @@ class PgVectorIndex:
         params.update(q=query, k=k)
         with self._errors("search"), self.engine.begin() as conn:
             if where.ids is None and not self._is_selective(conn, where):
-                rows = self._hnsw(conn, clause, params)
+                rows = hnsw_rows(conn, self.dimension, clause, params)
             else:
-                rows = list(
-                    conn.execute(
-                        text(
-                            f"SELECT {COLUMNS}, embedding <#> CAST(:q AS vector) AS distance "
-                            f"FROM vector_points WHERE {clause} ORDER BY distance, id LIMIT :k"
-                        ),
-                        params,
-                    ).all()
-                )
+                rows = exact_rows(conn, clause, params)
         return [VectorHit(str(row.id), -float(row.distance), payload_from_row(row)) for row in rows]
 
     def search_mode(self, where: VectorFilter) -> str:
@@ -297,43 +241,9 @@ class PgVectorIndex:
         with self._errors("search"), self.engine.connect() as conn:
             return "exact" if self._is_selective(conn, where) else "hnsw"
 
-    def _hnsw(self, conn: Connection, clause: str, params: dict[str, Any]) -> list[Any]:
-        dim = self.dimension
-        # SET LOCAL: the scan settings end with this transaction, whatever the pool does next.
-        conn.execute(text("SET LOCAL hnsw.iterative_scan = strict_order"))
-        conn.execute(text(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}"))
-        return list(
-            conn.execute(
-                text(
-                    f"SELECT {COLUMNS}, embedding::vector({dim}) <#> CAST(:q AS vector({dim})) "
-                    f"AS distance FROM vector_points WHERE {clause} AND "
-                    f"vector_dims(embedding) = {dim} ORDER BY distance LIMIT :k"
-                ),
-                params,
-            ).all()
-        )
-
     def _is_selective(self, conn: Connection, where: VectorFilter) -> bool:
-        """Whether the user (and conversation) scope is small enough for an exact search."""
-        if where.ids is not None:
-            return True
-        key = (str(where.user_id), where.conversation_id)
-        cached = self._scopes.get(key)
-        if cached is not None:
-            return cached
-        scope = "collection = :c AND user_id = :u"
-        params: dict[str, Any] = {"c": self.collection, "u": where.user_id}
-        if where.conversation_id is not None:
-            scope += " AND conversation_id = :cid"
-            params["cid"] = where.conversation_id
-        # Counting stops at the limit: a large scope costs no more than a small one.
-        counted = conn.execute(
-            text(f"SELECT count(*) FROM (SELECT 1 FROM vector_points WHERE {scope} LIMIT :n) s"),
-            {**params, "n": self.exact_limit + 1},
-        ).scalar_one()
-        selective = int(counted) <= self.exact_limit
-        self._scopes.put(key, selective)
-        return selective
+        """Whether ``where``'s scope is small enough to search exactly (cached a while)."""
+        return is_selective(conn, self.collection, where, self.exact_limit, self._scopes)
 
     def count(self, where: VectorFilter | None = None) -> int:
         """Exact number of points ``where`` selects (all when ``None``).

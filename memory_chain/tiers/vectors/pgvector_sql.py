@@ -1,17 +1,12 @@
 """SQL text and value conversions of the pgvector backend (:mod:`.pgvector`).
 
 Filters become ``WHERE`` clauses with bound parameters (no value is ever spliced into SQL),
-vectors travel in pgvector's text form, rows come back as :class:`TurnPayload`, and
-:class:`ScopeDecisions` remembers for a while which scopes are small enough to search
-exactly.
+vectors travel in pgvector's text form, and rows come back as :class:`TurnPayload`.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,10 +29,6 @@ MATCH_COLUMNS = {"user_id": "user_id", "conversation_id": "conversation_id", "ro
 COLUMNS = (
     "id, user_id, conversation_id, turn_number, role, content, timestamp, tokens, summary, tags"
 )
-#: How long a scope's exact/HNSW decision is reused before it is counted again.
-SCOPE_TTL_SECONDS = 60.0
-#: Scopes whose decision is cached (least recently used dropped first).
-_SCOPE_CACHE = 4_096
 
 
 def vector_literal(values: Sequence[float]) -> str:
@@ -112,37 +103,3 @@ def payload_from_row(row: Any) -> TurnPayload:
         summary=row.summary,
         tags=tuple(row.tags or ()),
     )
-
-
-class ScopeDecisions:
-    """Whether each (user, conversation) scope is searched exactly, remembered for a while.
-
-    Scopes grow slowly: a decision is reused for :data:`SCOPE_TTL_SECONDS`, and at most
-    :data:`_SCOPE_CACHE` are kept (least recently used dropped first). Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[str, str | None], tuple[bool, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str | None]) -> bool | None:
-        """The decision for ``key``, or None if unknown or too old."""
-        with self._lock:
-            cached = self._entries.get(key)
-            if cached is None or time.monotonic() - cached[1] >= SCOPE_TTL_SECONDS:
-                return None
-            self._entries.move_to_end(key)
-            return cached[0]
-
-    def put(self, key: tuple[str, str | None], selective: bool) -> None:
-        """Remember a decision."""
-        with self._lock:
-            self._entries[key] = (selective, time.monotonic())
-            self._entries.move_to_end(key)
-            while len(self._entries) > _SCOPE_CACHE:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every decision (points were deleted)."""
-        with self._lock:
-            self._entries.clear()

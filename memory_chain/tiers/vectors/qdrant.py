@@ -7,6 +7,8 @@ calls are serialized by a lock; remote clients are not locked).
 
 Scores are cosine similarities, higher is more similar. Upserts and deletes wait for the server
 to apply them (``wait=True``), so they are durable on return as far as the server's WAL is.
+The payload indexes and the filters are in :mod:`.qdrant_payload`; the client's errors become
+ours in :mod:`.qdrant_errors`.
 """
 
 from __future__ import annotations
@@ -17,22 +19,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import grpc  # type: ignore[import-untyped]
-import httpx
-from pydantic import ValidationError
 from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memory_chain.errors import (
-    InvalidInputError,
-    MemoryChainError,
-    VectorStoreError,
-    VectorStoreUnavailableError,
-)
+from memory_chain.errors import InvalidInputError, VectorStoreError
 from memory_chain.tiers.vectors.index import (
     SCROLL_PAGE,
-    HasIds,
-    Match,
     TurnPayload,
     VectorFilter,
     VectorHit,
@@ -41,30 +33,18 @@ from memory_chain.tiers.vectors.index import (
     check_point_id,
     check_search,
     check_vector,
-    filter_conditions,
     hits_from_engine,
     paged,
     point_from_engine,
     users_payloads,
 )
+from memory_chain.tiers.vectors.qdrant_errors import client_errors
+from memory_chain.tiers.vectors.qdrant_payload import PAYLOAD_INDEXES, to_filter
 
 logger = logging.getLogger(__name__)
 
 #: Points per request: keeps a request far below the server's 32 MB default body limit.
 _UPSERT_BATCH = 256
-_UNAVAILABLE_HTTP = frozenset({502, 503, 504})
-_UNAVAILABLE_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-
-_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType | models.KeywordIndexParams] = {
-    # A tenant index keeps each conversation's points together on the server.
-    "conversation_id": models.KeywordIndexParams(
-        type=models.KeywordIndexType.KEYWORD, is_tenant=True
-    ),
-    "user_id": models.PayloadSchemaType.KEYWORD,
-    "role": models.PayloadSchemaType.KEYWORD,
-    "tags": models.PayloadSchemaType.KEYWORD,
-    "timestamp": models.PayloadSchemaType.DATETIME,
-}
 
 
 class QdrantIndex:
@@ -158,7 +138,7 @@ class QdrantIndex:
         if self._local:
             logger.debug("qdrant-client local mode has no payload indexes: skipped")
             return
-        for field, schema in _PAYLOAD_INDEXES.items():
+        for field, schema in PAYLOAD_INDEXES.items():
             if field not in info.payload_schema:
                 with self._errors("create payload indexes in"):
                     self.client.create_payload_index(
@@ -200,7 +180,7 @@ class QdrantIndex:
         query = self._check_vector(vector)
         if k == 0:
             return []
-        selector = _to_filter(where)
+        selector = to_filter(where)
         with self._errors("search"):
             found = self.client.query_points(
                 self.collection,
@@ -219,7 +199,7 @@ class QdrantIndex:
             VectorStoreUnavailableError: If the server cannot be reached.
             VectorStoreError: If the delete fails.
         """
-        selector = models.FilterSelector(filter=_to_filter(where) or models.Filter())
+        selector = models.FilterSelector(filter=to_filter(where) or models.Filter())
         with self._errors("delete from"):
             self.client.delete(self.collection, points_selector=selector, wait=True)
 
@@ -230,7 +210,7 @@ class QdrantIndex:
             VectorStoreUnavailableError: If the server cannot be reached.
             VectorStoreError: If the count fails.
         """
-        selector = _to_filter(where)
+        selector = to_filter(where)
         with self._errors("count"):
             return self.client.count(self.collection, count_filter=selector, exact=True).count
 
@@ -241,7 +221,7 @@ class QdrantIndex:
             VectorStoreUnavailableError: If the server cannot be reached.
             VectorStoreError: If a page cannot be read.
         """
-        return self._pages(_to_filter(where))
+        return self._pages(to_filter(where))
 
     def _pages(self, selector: models.Filter | None) -> Iterator[VectorPoint]:
         def read_page(
@@ -301,7 +281,7 @@ class QdrantIndex:
         query = self._check_vector(vector)
         if not ids:
             return {}
-        selector = _to_filter(VectorFilter(user_id=user_id, ids=tuple(ids)))
+        selector = to_filter(VectorFilter(user_id=user_id, ids=tuple(ids)))
         with self._errors("search"):
             found = self.client.query_points(
                 self.collection,
@@ -359,66 +339,10 @@ class QdrantIndex:
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
         return check_vector(vector, self.dimension, f"collection {self.collection!r}")
 
-    def _unreachable(self, exc: BaseException) -> VectorStoreUnavailableError:
-        return VectorStoreUnavailableError(
-            f"Qdrant at {self._where} is unreachable: {exc!s}. Start the server or check "
-            "qdrant_url and the API key; turns stay in tier 2 until it is back"
-        )
-
     @contextlib.contextmanager
     def _errors(self, action: str) -> Iterator[None]:
-        """Serialize local-mode calls and map client errors to ours."""
+        """Serialize local-mode calls and map client errors to ours (:mod:`.qdrant_errors`)."""
         if self._closed:
             raise VectorStoreError(f"{self!r} is closed: build a new one to {action} again")
-        try:
-            with self._guard:
-                yield
-        except MemoryChainError:
-            raise
-        except ResponseHandlingException as exc:
-            # Raised around every failed send (connect, timeout); also when parsing a reply.
-            if isinstance(exc.source, ValidationError):
-                raise VectorStoreError(
-                    f"Qdrant at {self._where} sent a reply this qdrant-client cannot read "
-                    f"({exc.source}): use a server version matching qdrant-client"
-                ) from exc
-            raise self._unreachable(exc.source) from exc
-        except httpx.TransportError as exc:
-            raise self._unreachable(exc) from exc
-        except UnexpectedResponse as exc:
-            if exc.status_code in _UNAVAILABLE_HTTP:
-                raise self._unreachable(exc) from exc
-            raise VectorStoreError(
-                f"Qdrant at {self._where} refused to {action} collection {self.collection!r}: {exc}"
-            ) from exc
-        except grpc.RpcError as exc:
-            code = exc.code() if hasattr(exc, "code") else None
-            if code in _UNAVAILABLE_GRPC:
-                raise self._unreachable(exc) from exc
-            raise VectorStoreError(
-                f"Qdrant at {self._where} refused to {action} collection {self.collection!r}: {exc}"
-            ) from exc
-        except (ValueError, KeyError, RuntimeError) as exc:
-            # Local mode raises these: a missing collection, a closed client.
-            raise VectorStoreError(
-                f"Qdrant ({self._where}) could not {action} collection {self.collection!r}: {exc}"
-            ) from exc
-
-
-def _to_filter(where: VectorFilter | None) -> models.Filter | None:
-    must: list[models.Condition] = []
-    for condition in filter_conditions(where):
-        if isinstance(condition, Match):
-            values = list(condition.values)
-            match: models.MatchValue | models.MatchAny = (
-                models.MatchValue(value=values[0])
-                if len(values) == 1
-                else models.MatchAny(any=values)
-            )
-            must.append(models.FieldCondition(key=condition.key, match=match))
-        elif isinstance(condition, HasIds):
-            must.append(models.HasIdCondition(has_id=list(condition.ids)))
-        else:
-            window = models.DatetimeRange(gte=condition.gte, lte=condition.lte)
-            must.append(models.FieldCondition(key=condition.key, range=window))
-    return models.Filter(must=must) if must else None
+        with client_errors(self._where, self.collection, action), self._guard:
+            yield

@@ -13,11 +13,11 @@ one row per turn kept by triggers like SQLite's FTS5 table:
   R@1 against SQLite on LoCoMo);
 - ``frequencies``: every lexeme of the turn and its two neighbours, with its BM25 term
   frequency: its occurrences in the turn's own text count 2, in the previous turn's 1 and
-  in the next turn's ½ (the FTS5 column weights, ``search.TURN_PART_WEIGHTS``; changing them
+  in the next turn's ½ (the FTS5 column weights, ``search_sql.TURN_PART_WEIGHTS``; changing them
   takes a migration here); ``length``, the tokens of the three;
 - ``document``: those lexemes as a (stripped) ``tsvector``, GIN-indexed: what a query matches.
 
-Keyword search (:mod:`memory_chain.tiers.sql.search`) scores a match with BM25 from
+Keyword search (:mod:`memory_chain.tiers.sql.search_sql`) scores a match with BM25 from
 ``frequencies``, ``length`` and the document frequencies of the query's words
 (:class:`.term_stats.TermStats`): one lookup per query lexeme and row (reading a whole
 ``tsvector`` per row instead cost seven times more, keeping the three parts apart twice).

@@ -1,0 +1,47 @@
+"""The ``memory-chain`` command: one module per group of subcommands.
+
+* :mod:`.serving`: ``serve`` (the API server) and ``mcp`` (one user's memory over stdio).
+* :mod:`.maintenance`: ``migrate``, ``reindex``, ``stats`` and ``consolidate``.
+* :mod:`.transfer`: ``export`` and ``import`` (JSON Lines).
+* :mod:`.measure`: ``bench`` and the ``eval`` group.
+* :mod:`.console`: what they share (settings, progress bars, the error exit).
+
+Each command imports what it runs inside its body, so that the command starts fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from memory_chain.cli.maintenance import consolidate, migrate, reindex, stats
+from memory_chain.cli.measure import bench, eval_app
+from memory_chain.cli.serving import mcp, serve
+from memory_chain.cli.transfer import export_, import_
+
+# The commands stay importable from here (``server.py`` runs ``serve``).
+__all__ = [
+    "app",
+    "bench",
+    "consolidate",
+    "eval_app",
+    "export_",
+    "import_",
+    "mcp",
+    "migrate",
+    "reindex",
+    "serve",
+    "stats",
+]
+
+app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
+# In the order ``memory-chain --help`` lists them.
+app.command()(serve)
+app.command()(mcp)
+app.command()(migrate)
+app.command()(reindex)
+app.command()(stats)
+app.command("export")(export_)
+app.command("import")(import_)
+app.command()(consolidate)
+app.add_typer(eval_app, name="eval")
+app.command()(bench)

@@ -16,17 +16,39 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from memory_chain.deprecation import warn_history_deprecated
 from memory_chain.messages import to_message
-from memory_chain.schemas import validate_id
+from memory_chain.schemas import Turn, validate_id
+from memory_chain.tiers.buffer import CachedSummary
 
-if TYPE_CHECKING:
-    from memory_chain.manager import MemoryManager
+
+class ConversationMemory(Protocol):
+    """What the history reads and writes through: the memory manager is one.
+
+    Taken as a protocol so that this module stays below the manager (which builds
+    histories, :meth:`MemoryManager.history <memory_chain.manager.MemoryManager.history>`).
+    """
+
+    def working_memory(
+        self, conversation_id: str, user_id: str
+    ) -> tuple[list[Turn], CachedSummary]:
+        """The conversation's recent turns and running summary."""
+        ...
+
+    def add_turns(
+        self, conversation_id: str, user_id: str, turns: Sequence[BaseMessage], /
+    ) -> object:
+        """Store messages in every tier."""
+        ...
+
+    def delete_conversation(self, conversation_id: str, user_id: str) -> bool:
+        """Purge the conversation from every tier."""
+        ...
 
 
 class MemoryChatMessageHistory(BaseChatMessageHistory):
@@ -40,12 +62,13 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
     histories; it works on langchain-core 1.x (:mod:`memory_chain.deprecation`).
 
     Args:
-        manager: The memory manager.
+        manager: The memory manager (or anything with its :class:`ConversationMemory`
+            methods).
         conversation_id: The conversation.
         user_id: Its owner.
     """
 
-    def __init__(self, manager: MemoryManager, conversation_id: str, *, user_id: str) -> None:
+    def __init__(self, manager: ConversationMemory, conversation_id: str, *, user_id: str) -> None:
         warn_history_deprecated("MemoryChatMessageHistory")
         self.manager = manager
         self.conversation_id = validate_id(conversation_id)

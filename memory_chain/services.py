@@ -36,6 +36,7 @@ from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.tier import Tier3
 from memory_chain.tiers.vectors.timed import TimedIndex
 from memory_chain.tiers.vectors.worker import BackfillWorker
+from memory_chain.transfer.jsonl import user_export
 
 logger = logging.getLogger(__name__)
 
@@ -286,6 +287,7 @@ def open_services(
         tier3=vectors,
         keep_after_consolidation=settings.memory_tier1_keep_after_consolidation,
         facts=facts,
+        exporter=user_export(engine),
     )
     services = Services(
         settings=settings,

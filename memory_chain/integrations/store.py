@@ -69,12 +69,18 @@ from memory_chain.integrations.store_common import (
     check_filter,
     select_hits,
 )
-from memory_chain.integrations.store_conversations import CONVERSATIONS, ConversationNamespace
-from memory_chain.integrations.store_facts import FACTS, FactNamespace
+from memory_chain.integrations.store_conversations import ConversationNamespace
+from memory_chain.integrations.store_facts import FactNamespace
 from memory_chain.schemas import validate_id
 from memory_chain.services import Services
 from memory_chain.storable import check_text, check_value
-from memory_chain.tiers.sql.store_items import StoreItems, conversation_ids, users_with_facts
+from memory_chain.tiers.sql.store_items import (
+    CONVERSATIONS,
+    FACTS,
+    StoreItems,
+    conversation_ids,
+    users_with_facts,
+)
 
 _SHAPES = (
     "(user_id, 'facts'), (user_id, 'conversations'[, conversation_id]) or (user_id, label, ...)"

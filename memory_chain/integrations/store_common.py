@@ -29,6 +29,7 @@ from langgraph.store.base import Item, SearchItem
 from langgraph.store.base.embed import get_text_at_path
 
 from memory_chain.errors import InvalidInputError, MemoryChainError
+from memory_chain.tiers.sql.store_items import joined_text, value_text
 
 logger = logging.getLogger(__name__)
 
@@ -159,25 +160,10 @@ def search_text(value: Mapping[str, Any], index: Any) -> str | None:
     if index is False:
         return None
     if index is None:
-        texts = list(_strings(value))
-    elif isinstance(index, list) and all(isinstance(path, str) for path in index):
-        texts = [text for path in index for text in get_text_at_path(value, path)]
-    else:
-        raise InvalidInputError(
-            f"index must be False, None or a list of field paths, got {index!r}"
-        )
-    joined = "\n".join(text for text in texts if text.strip())
-    return joined or None
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [text for item in value.values() for text in _strings(item)]
-    if isinstance(value, list):
-        return [text for item in value for text in _strings(item)]
-    return []
+        return value_text(value)
+    if isinstance(index, list) and all(isinstance(path, str) for path in index):
+        return joined_text(text for path in index for text in get_text_at_path(value, path))
+    raise InvalidInputError(f"index must be False, None or a list of field paths, got {index!r}")
 
 
 def select_hits(

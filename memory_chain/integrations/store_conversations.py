@@ -31,9 +31,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.integrations.store_common import Hit, Query
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import ConversationInfo, MemoryItem, Summary, Turn, validate_id
-
-#: The label of the conversations' namespaces.
-CONVERSATIONS = "conversations"
+from memory_chain.tiers.sql.store_items import CONVERSATIONS
 
 #: Items the retrieval finds for a search with a filter, before the filter.
 FILTER_POOL = 200

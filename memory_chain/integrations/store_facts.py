@@ -40,9 +40,7 @@ from memory_chain.facts.checks import checked_kind, checked_text
 from memory_chain.facts.model import Fact, FactKind, fact_json
 from memory_chain.integrations.store_common import Hit, Query
 from memory_chain.tiers.sql.facts import FactStore
-
-#: The label of the facts' namespace.
-FACTS = "facts"
+from memory_chain.tiers.sql.store_items import FACTS
 
 #: Fields of a fact's value that memory_chain sets: accepted in a ``put``, and ignored.
 READ_ONLY = frozenset(

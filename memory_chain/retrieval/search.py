@@ -6,11 +6,16 @@
 2. **Semantic** (tier 3): the query is embedded once; the ``semantic_k`` most similar turns,
    and for each dated time window the query names (:mod:`.timeframes`) the ``window_k``
    most similar turns inside it.
-3. **Neighbours**: a question's answer is the turn after it, so the turn after each question
-   found is a candidate too; one search restricted to point ids then gives the exact cosine
-   of every candidate that semantic search did not rank, and of the turn before each
-   candidate (:func:`.fusion.score_candidates` credits an answer with its question's cosine).
+3. **Neighbours** (:mod:`.neighbours`): a question's answer is the turn after it, so the
+   turn after each question found is a candidate too; one search restricted to point ids
+   then gives the exact cosine of every candidate that semantic search did not rank, and of
+   the turn before each candidate (:func:`.fusion.score_candidates` credits an answer with
+   its question's cosine).
 4. **Fusion** (:func:`.fusion.rank`): one score per item, the best ``limit`` returned.
+
+The depths are :class:`~.settings.RetrievalSettings`; each search takes its own mode and
+limit, and no list of turn candidates is shorter than its ``limit``
+(:meth:`~.settings.RetrievalSettings.for_call`).
 
 The chat context (:meth:`MemoryManager.retrieve <memory_chain.manager.MemoryManager.retrieve>`),
 the search endpoint, the LangServe retriever and the LoCoMo evaluation all call
@@ -30,9 +35,9 @@ import contextlib
 import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from memory_chain.errors import MemoryChainError
 from memory_chain.retrieval.candidates import (
@@ -44,89 +49,19 @@ from memory_chain.retrieval.candidates import (
     dense_query,
     keyword_item,
     keyword_neighbours,
-    payload_item,
-    question_before,
-    turn_of,
     vector_item,
-    wanted_neighbours,
 )
-from memory_chain.retrieval.fusion import FusionWeights, is_question
+from memory_chain.retrieval.neighbours import KeywordSide, complete
+from memory_chain.retrieval.settings import RetrievalMode, RetrievalSettings
 from memory_chain.retrieval.timeframes import TimeWindow, asks_when, time_windows
-from memory_chain.schemas import KeywordHit, MemoryItem, utcnow
+from memory_chain.schemas import MemoryItem, utcnow
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.lifecycle import ACTIVE, WITH_ARCHIVED
 from memory_chain.tiers.vectors.index import VectorHit
 from memory_chain.tiers.vectors.tags import turn_tags
 from memory_chain.tiers.vectors.tier import Tier3
 
-RetrievalMode = Literal["hybrid", "dense", "keyword"]
-
-
-@dataclass
-class KeywordSide:
-    """What the keyword worker finds.
-
-    Attributes:
-        hits: The keyword candidates: the best turns, then the best summaries.
-        scores: The keyword score of every turn among the best ``keyword_scored`` matches.
-        known: The turn hits and their neighbours, read from tier 3 (empty without it).
-    """
-
-    hits: list[KeywordHit]
-    scores: dict[TurnKey, float]
-    known: KnownTurns
-
-
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """How memory is searched.
-
-    Attributes:
-        keyword_k: Keyword candidates (turns) next to semantic search. Shallow lists
-            suffice (measured: 20, 30 and 100 give the same recall) because a semantic
-            candidate gets its keyword score whatever its keyword rank (``keyword_scored``).
-        keyword_alone_k: Keyword candidates when keyword search answers alone (the
-            ``"keyword"`` mode, or tier 3 off).
-        keyword_scored: How many of the best keyword matches keep their score (those past
-            ``keyword_k`` are not candidates, but a turn semantic search finds gets its
-            keyword score from them: a turn both searches find in their second hundred
-            otherwise counts as found by one).
-        keyword_floor: Of those past ``keyword_k``, only the ones scoring at least this share
-            of the best are read: a lower score adds under ``keyword`` times this share to a
-            fused score (measured: 0.1 changes no held-out figure and halves the rows read).
-        summary_k: Keyword candidates among range summaries.
-        semantic_k: Semantic candidates (20, 30 and 50 give the same held-out recall, within
-            0.2 points).
-        window_k: Semantic candidates inside each dated time window of the query.
-        common_share: Query words found in at least this share of the searched turns are
-            left out of the query that is embedded (see :func:`dense_query`).
-        common_min_rows: Only scopes of at least this many turns have common words.
-        max_items: Items in a chat's memory context.
-        scope: Chat context from the ``"user"``'s conversations or only the
-            ``"conversation"``.
-        mode: ``"hybrid"`` fuses keyword and semantic search; ``"keyword"`` and ``"dense"``
-            use one of them.
-        weights: The fusion's numbers.
-        parallel: Run keyword search in a worker thread while the query is embedded.
-    """
-
-    keyword_k: int = 30
-    keyword_alone_k: int = 100
-    keyword_scored: int = 1000
-    keyword_floor: float = 0.1
-    summary_k: int = 5
-    semantic_k: int = 20
-    window_k: int = 20
-    common_share: float = 0.3
-    common_min_rows: int = 50
-    max_items: int = 40
-    scope: Literal["user", "conversation"] = "user"
-    mode: RetrievalMode = "hybrid"
-    weights: FusionWeights = field(default_factory=FusionWeights)
-    parallel: bool = True
 
 
 @dataclass(frozen=True)
@@ -159,6 +94,7 @@ class Finder(Protocol):
         limit: int,
         include_archived: bool = False,
         tags: Collection[str] | None = None,
+        mode: RetrievalMode | None = None,
     ) -> Found:
         """The best ``limit`` items for ``query`` among the user's memories."""
         ...
@@ -170,7 +106,9 @@ class MemorySearch:
     Args:
         store: Tier 2 (keyword search).
         tier3: Tier 3 (semantic search), or ``None``.
-        settings: Depths, mode and fusion weights.
+        settings: Depths, mode and fusion weights: the defaults of each search, which takes
+            its own mode and limit (:meth:`RetrievalSettings.for_call`). Replacing them
+            (a frozen value) affects the searches that start afterwards.
     """
 
     def __init__(
@@ -193,6 +131,7 @@ class MemorySearch:
         now: datetime | None = None,
         include_archived: bool = False,
         tags: Collection[str] | None = None,
+        mode: RetrievalMode | None = None,
     ) -> Found:
         """The best ``limit`` items for ``query`` among the user's memories.
 
@@ -209,20 +148,25 @@ class MemorySearch:
                 never found, even while tier 3 still holds their points.
             tags: Only items with any of these tags (tier-3 points carry them; other items
                 get them from their text by the same rules).
+            mode: ``"hybrid"``, ``"dense"`` or ``"keyword"`` for this search (``None``: the
+                settings' mode).
 
         Returns:
-            The items, best first, each with its fused score and sources, and what failed.
+            The items, best first, each with its fused score and sources, and what failed:
+            ``limit`` items whenever the user's memory (in scope) holds that many.
+
+        Raises:
+            InvalidInputError: On an unknown mode.
         """
-        found = self.gather(
+        settings = self.settings.for_call(mode=mode, limit=limit)
+        found = self._gather(
             query,
-            user_id=user_id,
-            conversation_id=conversation_id,
+            settings,
+            Scope(user_id, conversation_id, include_archived, _tags(tags)),
             exclude=exclude,
             now=now,
-            include_archived=include_archived,
-            tags=tags,
         )
-        return Found(found.rank(self.settings.weights, limit), found.degraded, found.vector)
+        return Found(found.rank(settings.weights, limit), found.degraded, found.vector)
 
     def gather(
         self,
@@ -234,16 +178,32 @@ class MemorySearch:
         now: datetime | None = None,
         include_archived: bool = False,
         tags: Collection[str] | None = None,
+        mode: RetrievalMode | None = None,
+        limit: int | None = None,
     ) -> Candidates:
         """Every candidate the sources find for ``query``, before fusion.
 
         Takes the arguments of :meth:`find`; :meth:`Candidates.rank` ranks the result under
-        any weights (the cross-validation of the weights gathers once per question).
+        any weights (the cross-validation of the weights gathers once per question). Without
+        a ``limit`` the candidate lists are as deep as the settings say.
         """
-        settings = self.settings
-        scope = Scope(
-            user_id, conversation_id, include_archived, tuple(tags) if tags is not None else None
+        return self._gather(
+            query,
+            self.settings.for_call(mode=mode, limit=limit),
+            Scope(user_id, conversation_id, include_archived, _tags(tags)),
+            exclude=exclude,
+            now=now,
         )
+
+    def _gather(
+        self,
+        query: str,
+        settings: RetrievalSettings,
+        scope: Scope,
+        *,
+        exclude: Collection[TurnKey],
+        now: datetime | None,
+    ) -> Candidates:
         pool = Pool(exclude)
         found = Candidates(
             pool.items,
@@ -259,14 +219,20 @@ class MemorySearch:
             # thread while the query is embedded (SQLite, the vector engine and the embedding
             # runtime release the GIL): on an idle machine they then cost nothing.
             keyword = self._submit(
-                self._keyword_side, query, scope, tier3, parallel=tier3 is not None
+                self._keyword_side,
+                query,
+                scope,
+                tier3,
+                settings,
+                parallel=settings.parallel and tier3 is not None,
             )
         dense: list[VectorHit] | None = None
         vector: list[float] | None = None
         if tier3 is not None:
             try:
-                vector = tier3.embed_query(dense_query(query, self._common_words(query, scope)))
-                dense = self._dense_hits(tier3, vector, scope, found.windows)
+                common = self._common_words(query, scope, settings)
+                vector = tier3.embed_query(dense_query(query, common))
+                dense = self._dense_hits(tier3, vector, scope, found.windows, settings)
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
         side = KeywordSide([], {}, KnownTurns())
@@ -283,7 +249,7 @@ class MemorySearch:
             for hit in dense:
                 pool.add(vector_item(hit), "tier3", cosine=hit.score)
             try:
-                self._neighbours(tier3, vector, scope.user_id, pool, side)
+                complete(tier3, vector, scope.user_id, pool, side)
                 found.semantic = True
             except MemoryChainError as exc:
                 found.degraded.append(f"tier3 semantic search: {exc}")
@@ -319,7 +285,7 @@ class MemorySearch:
 
     def _submit(self, work: Callable[..., _T], *args: Any, parallel: bool) -> Future[_T]:
         """``work(*args)`` in a worker thread (``parallel``), else now, as a future."""
-        if parallel and self.settings.parallel:
+        if parallel:
             with self._executor_lock:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(4, thread_name_prefix="memory-search")
@@ -338,9 +304,10 @@ class MemorySearch:
         if executor is not None:
             executor.shutdown(wait=True)
 
-    def _keyword_side(self, query: str, scope: Scope, tier3: Tier3 | None) -> KeywordSide:
+    def _keyword_side(
+        self, query: str, scope: Scope, tier3: Tier3 | None, settings: RetrievalSettings
+    ) -> KeywordSide:
         """The keyword hits and scores, and the turns around them read from ``tier3``."""
-        settings = self.settings
         user_id, conversation_id = scope.user_id, scope.conversation_id
         # Alone (keyword mode, or no tier 3), keyword search fills the whole list itself.
         depth = settings.keyword_k if tier3 is not None else settings.keyword_alone_k
@@ -368,11 +335,15 @@ class MemorySearch:
                 side.known.read(tier3, scope.user_id, keyword_neighbours(side.hits))
         return side
 
+    @staticmethod
     def _dense_hits(
-        self, tier3: Tier3, vector: list[float], scope: Scope, windows: Sequence[TimeWindow]
+        tier3: Tier3,
+        vector: list[float],
+        scope: Scope,
+        windows: Sequence[TimeWindow],
+        settings: RetrievalSettings,
     ) -> list[VectorHit]:
         """The most similar turns, and the most similar in each dated window of the query."""
-        settings = self.settings
         hits = tier3.search(vector, scope.where(), settings.semantic_k)
         for window in windows:
             bounds = window.bounds(after=settings.weights.time_slack)
@@ -381,74 +352,28 @@ class MemorySearch:
                 hits.extend(tier3.search(vector, inside, settings.window_k))
         return hits
 
-    def _common_words(self, query: str, scope: Scope) -> set[str]:
+    def _common_words(self, query: str, scope: Scope, settings: RetrievalSettings) -> set[str]:
         try:
             return self.store.common_words(
                 query,
                 user_id=scope.user_id,
                 conversation_id=scope.conversation_id,
-                share=self.settings.common_share,
-                min_rows=self.settings.common_min_rows,
+                share=settings.common_share,
+                min_rows=settings.common_min_rows,
             )
         except MemoryChainError:  # tier 2 down: embed the whole query
             return set()
 
-    @staticmethod
-    def _neighbours(
-        tier3: Tier3, vector: list[float], user_id: str, pool: Pool, side: KeywordSide
-    ) -> None:
-        """Complete what fusion needs of every candidate, and add the answers to questions.
 
-        Every turn candidate gets its cosine (keyword hits) and its keyword score (semantic
-        hits) where it has one; a candidate that asks something brings in the turn after it
-        (its answer); each knows the cosine of the turn before it when that turn is a
-        question. The text of the turns around the semantic hits is read from tier 3 by id
-        now (that of the turns around the keyword hits was read while the query was
-        embedded); only the cosines fusion uses are asked for.
-        """
-        known = side.known
-        known.read(
-            tier3, user_id, {key for key in wanted_neighbours(pool) if pool.turn(*key) is None}
-        )
-        needed: set[TurnKey] = set()
-        for candidate in pool.turns():
-            conversation, number = key = turn_of(candidate)
-            if candidate.cosine is None:
-                needed.add(key)
-            before = known.payloads.get((conversation, number - 1))
-            if (
-                before is not None
-                and is_question(before.content)
-                and pool.turn(conversation, number - 1) is None
-            ):
-                needed.add((conversation, number - 1))
-            after = (conversation, number + 1)
-            if (
-                after in known.payloads
-                and is_question(candidate.item.content)
-                and pool.turn(*after) is None
-            ):
-                needed.add(after)
-        # Scored by the engine (a search restricted to these ids), without payloads.
-        cosines = tier3.scores(vector, user_id, needed)
-        for candidate in pool.turns():
-            key = turn_of(candidate)
-            if candidate.cosine is None:
-                candidate.cosine = cosines.get(key)
-            if candidate.keyword is None:
-                candidate.keyword = side.scores.get(key)
-        for candidate in pool.turns():
-            conversation, number = turn_of(candidate)
-            answer = (conversation, number + 1)
-            payload = known.payloads.get(answer)
-            if (
-                payload is not None
-                and answer in cosines
-                and pool.turn(*answer) is None
-                and is_question(candidate.item.content)
-            ):
-                cosine = cosines[answer]
-                keyword = side.scores.get(answer)
-                pool.add(payload_item(payload, cosine), "tier3", cosine=cosine, keyword=keyword)
-        for candidate in pool.turns():
-            candidate.question_before = question_before(candidate, pool, known, cosines)
+def _tags(tags: Collection[str] | None) -> tuple[str, ...] | None:
+    return tuple(tags) if tags is not None else None
+
+
+__all__ = [
+    "Finder",
+    "Found",
+    "KeywordSide",
+    "MemorySearch",
+    "RetrievalMode",
+    "RetrievalSettings",
+]

@@ -31,8 +31,10 @@ from memory_chain.transfer.jsonl import (
     TransferReport,
     atomic_text_file,
     export_jsonl,
+    export_lines,
     import_jsonl,
     read_jsonl,
+    user_export,
 )
 from memory_chain.transfer.lines import Line, export_line, line_from_json
 from memory_chain.transfer.plan import ImportFileError
@@ -53,6 +55,7 @@ __all__ = [
     "check_store_item",
     "export_jsonl",
     "export_line",
+    "export_lines",
     "fact_from_json",
     "fact_to_json",
     "format_timestamp",
@@ -63,4 +66,5 @@ __all__ = [
     "record_to_json",
     "store_item_from_json",
     "store_item_to_json",
+    "user_export",
 ]

@@ -10,10 +10,11 @@ An item of a user's own namespaces (:mod:`memory_chain.integrations.store_agent`
 
 ``index`` is whether the item is searched by query (``false``: it was put with
 ``index=False``). What a query is matched against is not in the file: on import it is every
-string of the value, as a put without ``index`` fields computes it (:func:`search_text`),
-and its vector is computed at the item's first search with an embedding model, as for an
-item put without one. An item put with ``index=["field", ...]`` is therefore matched
-against all of its strings once imported: the fields named are not stored.
+string of the value, as a put without ``index`` fields computes it
+(:func:`~memory_chain.tiers.sql.store_items.value_text`), and its vector is computed at the
+item's first search with an embedding model, as for an item put without one. An item put
+with ``index=["field", ...]`` is therefore matched against all of its strings once imported:
+the fields named are not stored.
 
 Example:
     >>> line = {"format": "memory-chain/store-item", "version": 3, "user_id": "ana",
@@ -30,11 +31,15 @@ from datetime import datetime
 from typing import Any
 
 from memory_chain.errors import InvalidInputError
-from memory_chain.integrations.store_common import search_text
-from memory_chain.integrations.store_facts import FACTS
 from memory_chain.schemas import utcnow, validate_id
 from memory_chain.storable import check_value
-from memory_chain.tiers.sql.store_items import StoredItem, encode_namespace, encode_value
+from memory_chain.tiers.sql.store_items import (
+    RESERVED_LABELS,
+    StoredItem,
+    encode_namespace,
+    encode_value,
+    value_text,
+)
 from memory_chain.transfer.fields import (
     check_fields,
     check_version,
@@ -103,7 +108,7 @@ def store_item_from_json(value: object, *, now: datetime | None = None) -> Store
     index = obj.get("index", True)
     if not isinstance(index, bool):
         raise InvalidInputError(f"index must be true or false, got {index!r}")
-    text = search_text(item_value, None) if index else None
+    text = value_text(item_value) if index else None
     if index and text is None:
         raise InvalidInputError(
             "index is true but the value holds no text to search: set index to false"
@@ -138,10 +143,6 @@ def check_store_item(item: StoredItem) -> None:
             :data:`~memory_chain.tiers.sql.store_items.MAX_VALUE_CHARS`; an ``updated_at``
             before ``created_at``.
     """
-    # Imported here: the conversations' namespace imports the manager, which imports this
-    # package (for the user's export).
-    from memory_chain.integrations.store_conversations import CONVERSATIONS
-
     validate_id(item.user_id, "user id")
     if not item.namespace:
         raise InvalidInputError(
@@ -149,7 +150,7 @@ def check_store_item(item: StoredItem) -> None:
         )
     for label in item.namespace:
         validate_id(label, "namespace label")
-    if item.namespace[0] in (FACTS, CONVERSATIONS):
+    if item.namespace[0] in RESERVED_LABELS:
         raise InvalidInputError(
             f"namespace {encode_namespace(item.namespace)} is where MemoryStore shows the user's "
             f"{item.namespace[0]}, not a place for items: facts and conversations travel as "

@@ -140,6 +140,23 @@ def export_lines(engine: Engine, *, user_id: str) -> Iterator[str]:
         yield export_line(item)
 
 
+def user_export(engine: Engine) -> Callable[[str], Iterator[str]]:
+    """:func:`export_lines` of one database, as a function of the user.
+
+    What the memory manager's :meth:`~memory_chain.manager.MemoryManager.export` is given
+    (its ``exporter``): the manager streams a user's export without importing this format.
+
+    Example:
+        >>> manager = MemoryManager(store, buffer, exporter=user_export(store.engine))
+        ... # doctest: +SKIP
+    """
+
+    def export(user_id: str) -> Iterator[str]:
+        return export_lines(engine, user_id=user_id)
+
+    return export
+
+
 @contextmanager
 def atomic_text_file(path: Path) -> Iterator[IO[str]]:
     """A UTF-8 file written under a temporary name, renamed to ``path`` when complete.
@@ -369,4 +386,5 @@ __all__ = [
     "export_lines",
     "import_jsonl",
     "read_jsonl",
+    "user_export",
 ]

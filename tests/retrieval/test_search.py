@@ -2,41 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-from qdrant_client import QdrantClient
 
 from memory_chain.errors import StorageError
 from memory_chain.manager import MemoryManager
 from memory_chain.retrieval.candidates import dense_query
 from memory_chain.retrieval.retriever import MemoryRetriever
 from memory_chain.schemas import NewTurn
-from memory_chain.tiers.buffer import TurnBuffer
-from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
-from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-from memory_chain.tiers.vectors.indexer import TurnIndexer
-from memory_chain.tiers.vectors.qdrant import QdrantIndex
-from memory_chain.tiers.vectors.tier import Tier3
 
 DAY = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def manager(tmp_path: Path, embeddings: SentenceEmbeddings) -> Iterator[MemoryManager]:
-    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
-    upgrade(engine)
-    store = SQLStore(engine, queue_embeddings=True)
-    index = QdrantIndex(QdrantClient(":memory:"))
-    index.open()
-    indexer = TurnIndexer(store.outbox(), index, embeddings)
-    tier3 = Tier3(index=index, embeddings=embeddings, indexer=indexer)
-    yield MemoryManager(store, TurnBuffer(), tier3=tier3)
-    engine.dispose()
 
 
 def add(manager: MemoryManager, conversation: str, user: str, *texts: str, day: int = 0) -> None:

@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,6 +37,15 @@ from memory_chain.tiers.sql.rows import client_id, naive_utc
 #: The longest value accepted, as JSON characters: an item is a note or a record an agent
 #: keeps, read whole by every search of its namespace, not a document store.
 MAX_VALUE_CHARS = 64_000
+
+#: The label below a user under which ``MemoryStore`` shows the user's facts (a view of the
+#: ``facts`` table): no item is stored there.
+FACTS = "facts"
+#: The label below a user under which ``MemoryStore`` shows the user's conversations (a view
+#: of the conversation tables): no item is stored there.
+CONVERSATIONS = "conversations"
+#: The labels no item's namespace may start with.
+RESERVED_LABELS = (FACTS, CONVERSATIONS)
 
 
 class StoreItemExistsError(MemoryChainError):
@@ -76,6 +85,30 @@ class StoredItem:
     updated_at: datetime
     search_text: str | None = None
     embedding: bytes | None = None
+
+
+def joined_text(texts: Iterable[str]) -> str | None:
+    """Texts joined by newlines, blank ones left out (``None`` if none is left)."""
+    return "\n".join(text for text in texts if text.strip()) or None
+
+
+def value_text(value: Any) -> str | None:
+    """Every string in a value, joined: what a query is matched against by default.
+
+    An item put without index fields is searched by all of its strings; an imported item is
+    too (its fields are not in the export).
+    """
+    return joined_text(_strings(value))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def encode_namespace(namespace: Sequence[str]) -> str:

@@ -40,9 +40,17 @@ from pathlib import Path
 from typing import Any
 
 import gil_profile
-from harness import Run, configure, fmt, parser, rss_mb, summarize
+from harness import (
+    Run,
+    configure,
+    fmt,
+    memory_chain_server,
+    parser,
+    postgres_database,
+    rss_mb,
+    summarize,
+)
 from loadgen import StubOllama, check_conversations, run_clients
-from processes import memory_chain_server, postgres_database
 
 USER = "load-user"
 QUICK = {"clients": 10, "turns": 20, "conversations": 5}

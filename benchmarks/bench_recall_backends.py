@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import Run, goal_line, parser, progress
-from processes import local_postgres
+from harness import Run, goal_line, local_postgres, parser, progress
 
 from memory_chain.eval.crossval import CrossValReport, cross_validate_locomo
 from memory_chain.eval.locomo import (

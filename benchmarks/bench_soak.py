@@ -51,9 +51,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import Run, configure, memory_mb, parser, progress, rss_mb, summarize
+from harness import (
+    Run,
+    configure,
+    memory_chain_server,
+    memory_mb,
+    parser,
+    progress,
+    rss_mb,
+    summarize,
+)
 from loadgen import Outcome, StubOllama, chat_once, check_conversations, client
-from processes import memory_chain_server
 from soak_report import bounded, index_memory, report, verdict_lines
 
 USER = "soak-user"

@@ -19,8 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from harness import progress, summarize
-from processes import postgres_database
+from harness import postgres_database, progress, summarize
 from sqlalchemy import Engine, text
 from vectors_engines import batch_figures
 

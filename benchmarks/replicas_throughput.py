@@ -34,9 +34,8 @@ from typing import Any
 
 import httpx
 import psutil
-from harness import fmt, progress, summarize
+from harness import fmt, memory_chain_server, postgres_database, progress, summarize
 from loadgen import StubOllama, check_conversations, run_clients
-from processes import memory_chain_server, postgres_database
 
 USER = "scale-user"
 #: ``--quick``: a smoke run of the throughput part, and a shorter check.

@@ -16,10 +16,11 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
-from harness import postgres_database, progress, summarize
+from harness import alternate, postgres_database, progress
 from sqlalchemy import Engine, text
 from vectors_engines import batch_figures
 
@@ -193,28 +194,37 @@ def calibrate(
     result: dict[str, Any] = {}
     for size in sizes:
         where = VectorFilter(user_id=calibration_user(size))
-        samples: dict[str, list[int]] = {"exact": [], "hnsw": []}
-        recall = []
         vectors = clustered_vectors(queries + 3, rng, dimension)
-        for number, vector in enumerate(vectors):
-            query = vector.tolist()
-            order = (exact, hnsw) if number % 2 == 0 else (hnsw, exact)
-            found: dict[int, set[str]] = {}
-            for index in order:
-                t0 = time.perf_counter_ns()
-                hits = index.search(query, where, k)
-                elapsed = time.perf_counter_ns() - t0
-                found[id(index)] = {hit.id for hit in hits}
-                if number >= 3:  # warm-up
-                    samples["exact" if index is exact else "hnsw"].append(elapsed)
-            if number >= 3:
-                truth = found[id(exact)]
-                recall.append(len(truth & found[id(hnsw)]) / max(1, len(truth)))
-        entry = {name: summarize(values) for name, values in samples.items()}
-        entry["hnsw_recall_at_k"] = float(np.mean(recall))
-        entry["hnsw_over_exact_p50"] = entry["hnsw"]["p50"] / entry["exact"]["p50"]
-        result[str(size)] = entry
+        result[str(size)] = _exact_against_hnsw(exact, hnsw, where, vectors, k)
     return result
+
+
+def _exact_against_hnsw(
+    exact: PgVectorIndex, hnsw: PgVectorIndex, where: VectorFilter, vectors: Any, k: int
+) -> dict[str, Any]:
+    """Exact and HNSW searches of each vector, taking turns (3 warm up); HNSW's recall."""
+    found: dict[str, set[str]] = {}
+    recall: list[float] = []
+
+    def search(index: PgVectorIndex, vector: Any) -> set[str]:
+        return {hit.id for hit in index.search(vector.tolist(), where, k)}
+
+    def keep(name: str, _vector: object, hits: set[str]) -> None:
+        found[name] = hits
+        if len(found) == 2:  # both searches of this vector: HNSW against exact
+            truth = found.pop("exact")
+            recall.append(len(truth & found.pop("hnsw")) / max(1, len(truth)))
+
+    timings = alternate(
+        {"exact": partial(search, exact), "hnsw": partial(search, hnsw)},
+        vectors,
+        warmup=3,
+        after=keep,
+    )
+    entry: dict[str, Any] = timings.summaries()
+    entry["hnsw_recall_at_k"] = float(np.mean(recall[3:]))
+    entry["hnsw_over_exact_p50"] = timings.ratio("hnsw", "exact")
+    return entry
 
 
 def calibration_lines(calibration: dict[str, Any], total: int, k: int) -> list[str]:

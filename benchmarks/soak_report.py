@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import fmt
+from harness import fmt, second_half
 
 
 def bounded(
@@ -29,9 +29,7 @@ def bounded(
             (``bench_index_memory.py``): the data it keeps in RAM, which grows with what is
             stored; ``None`` leaves it in.
     """
-    last = samples[-1]
-    half_turns = last["turns"] / 2
-    middle = min(samples, key=lambda s: abs(s["turns"] - half_turns))
+    middle, last = second_half(samples, "turns")
     growth = last["rss_mb"] - middle["rss_mb"]
     allowed = max(0.05 * middle["rss_mb"], 25.0)
     peak = max(s["rss_mb"] for s in samples)

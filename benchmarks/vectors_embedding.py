@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from corpus import chat_sentences, questions, turn_point
-from harness import progress, summarize
+from harness import alternated, progress, summarize
 from vectors_engines import INGEST_BATCH, INGEST_USER, USERS, Engine, K, Settings, user_name
 
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings
@@ -62,7 +62,7 @@ def paired_round(
     raw_seconds = pipeline_seconds = upsert_seconds = flush_seconds = 0.0
     clock = time.perf_counter
     for number, (chunk_turns, chunk_texts) in enumerate(chunks):
-        for step in (0, 1) if number % 2 == 0 else (1, 0):
+        for step in alternated((0, 1), number):
             if step == 0:
                 t0 = clock()
                 model.embed_documents(chunk_texts)
@@ -104,8 +104,7 @@ def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[st
     }
     gc.collect()
     for round_ in range(settings.ingest_rounds):
-        thread_order = (1, 2) if round_ % 2 == 0 else (2, 1)
-        for threads in thread_order:
+        for threads in alternated((1, 2), round_):
             tag = f"r{round_}-t{threads}"
             runs[threads]["paired"].append(paired_round(edge, models[threads], chunks, tag))
             if round_ == 0:  # information only: once per thread setting keeps the run short

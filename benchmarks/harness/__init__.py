@@ -38,14 +38,19 @@ Time a loop (:mod:`harness.timing`, :mod:`harness.stats`), samples in nanosecond
       ``verdict(value, goal, higher_is_better)`` -> "ok" / "MISSED" / "n/a".
 
 Print a table and write JSON (:mod:`harness.report`, :mod:`harness.run`):
-    - ``table(headers, rows)``: aligned lines; ``stats_header``/``stats_row``: rows of
-      percentiles; ``goal_line(label, value, goal, verdict)``; ``fmt(number)``.
+    - ``table(headers, rows)``: aligned lines (``stats_cells(stats)``: a row's percentiles);
+      ``stats_header``/``stats_row``: rows of percentiles;
+      ``goal_line(label, value, goal, verdict)``; ``fmt(number)``.
     - ``parser(__doc__, quick="...")``: argparse with ``--json`` (and ``--quick``);
       ``configure(Settings(), args, QUICK)``: a settings dataclass from defaults, ``--quick``
       values and the options given.
     - ``Run(title, packages=...)``: ``header()`` (machine, load, versions), ``progress(msg)``
       on stderr, ``finish(lines, json_path, settings=..., results=..., verdicts=...)`` prints
       the lines and a footer and writes the JSON (``memory-chain bench`` reads ``verdicts``).
+    - ``run_and_report(title, json_path, settings, measure, report, *, packages, intro,
+      verdicts, **sections)``: all of that in one call: header, ``measure(settings, run)``,
+      ``report(result, settings)`` printed, JSON written with ``settings``, ``results`` and
+      ``verdicts(result)``; returns the result.
     - Memory (:mod:`harness.memory`): ``rss_mb(pid)``, ``memory_mb(pid)``, ``heap_mb(pid)``.
 
 Example, a before/after benchmark against a real server::
@@ -76,8 +81,8 @@ from .postgres import (
     local_postgres,
     postgres_database,
 )
-from .report import cell, fmt, goal_line, stats_header, stats_row, table
-from .run import Run, configure, parser, progress, versions
+from .report import cell, fmt, goal_line, stats_cells, stats_header, stats_row, table
+from .run import Run, configure, parser, progress, run_and_report, versions
 from .servers import (
     Server,
     memory_chain_server,
@@ -86,7 +91,7 @@ from .servers import (
     server_env,
     wait_for_backfill,
 )
-from .stats import median_ratio, paired_ratio, summarize, verdict
+from .stats import median_ratio, paired_ratio, second_half, summarize, verdict
 from .timing import (
     Timings,
     alternate,
@@ -127,8 +132,11 @@ __all__ = [
     "repeat",
     "rotated",
     "rss_mb",
+    "run_and_report",
     "scratch_server",
+    "second_half",
     "server_env",
+    "stats_cells",
     "stats_header",
     "stats_row",
     "summarize",

@@ -77,3 +77,10 @@ def table(
         return "  " + "  ".join(parts).rstrip()
 
     return [line([str(h) for h in headers]), *(line(row) for row in cells)]
+
+
+def stats_cells(
+    stats: Mapping[str, Any], columns: Sequence[str] = ("p50", "p95", "p99", "max")
+) -> list[float | None]:
+    """``columns`` of a :func:`~harness.stats.summarize` result, for a :func:`table` row."""
+    return [stats.get(column) for column in columns]

@@ -15,11 +15,12 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 S = TypeVar("S")
+R = TypeVar("R")
 
 
 def versions(packages: Sequence[str]) -> dict[str, str]:
@@ -118,6 +119,48 @@ class Run:
             payload[name] = dataclasses.asdict(value) if is_settings else value
         path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         print(f"figures written to {path}")
+
+
+def run_and_report(
+    title: str,
+    json_path: Path | None,
+    settings: S,
+    measure: Callable[[S, Run], R],
+    report: Callable[[R, S], Sequence[str]],
+    *,
+    packages: Sequence[str] = (),
+    intro: str | None = None,
+    verdicts: Callable[[R], Mapping[str, str]] | None = None,
+    **sections: Any,
+) -> R:
+    """A whole benchmark run: header, measurement, report, JSON.
+
+    Args:
+        title: What is benchmarked, for the header.
+        json_path: Where every figure goes (``--json``); nothing is written when None.
+        settings: The run's settings (written as the JSON's ``settings`` unless None).
+        measure: Measures, given the settings and the :class:`Run` (``run.started``,
+            ``run.progress``).
+        report: The report's lines, from what ``measure`` returned and the settings.
+        packages: Packages whose versions the header and the JSON name.
+        intro: A line printed after the header (the settings in words).
+        verdicts: Each goal's "ok"/"MISSED", from what ``measure`` returned.
+        **sections: More JSON sections (``settings=``, ``goals=``...), written first.
+
+    Returns:
+        What ``measure`` returned (its ``results`` section in the JSON).
+    """
+    bench = Run(title, packages)
+    print(bench.header(), flush=True)
+    if intro:
+        print(intro + "\n", flush=True)
+    result = measure(settings, bench)
+    if settings is not None:
+        sections = {"settings": settings, **sections}
+    if verdicts is not None:
+        sections["verdicts"] = verdicts(result)
+    bench.finish(report(result, settings), json_path, **sections, results=result)
+    return result
 
 
 def parser(doc: str | None, *, quick: str | None = None) -> argparse.ArgumentParser:

@@ -62,3 +62,16 @@ def verdict(value: float | None, goal: float, higher_is_better: bool) -> str:
         return "n/a"
     ok = value >= goal if higher_is_better else value <= goal
     return "ok" if ok else "MISSED"
+
+
+def second_half(
+    samples: Sequence[dict[str, Any]], key: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sample nearest half of the last one's ``key`` (turns, points...), and the last.
+
+    Growth is judged over the second half of a run: the first part holds fixed costs
+    (start-up, first segments, caches filling).
+    """
+    last = samples[-1]
+    middle = min(samples, key=lambda sample: abs(sample[key] - last[key] / 2))
+    return middle, last

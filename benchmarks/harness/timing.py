@@ -31,8 +31,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: How the order of the variants changes from one input to the next: ``rotate`` starts
-#: input ``i`` at variant ``i % n``; ``reverse`` reverses the order every other input.
-Order = Literal["rotate", "reverse"]
+#: input ``i`` at variant ``i % n``; ``reverse`` reverses the order every other input;
+#: ``fixed`` keeps it (when one variant must follow another: a cold read, then a warm one).
+Order = Literal["rotate", "reverse", "fixed"]
 
 clock = time.perf_counter_ns
 
@@ -51,7 +52,9 @@ def alternated(items: Sequence[T], step: int) -> list[T]:
 
 
 def ordered(items: Sequence[T], step: int, order: Order = "rotate") -> list[T]:
-    """The order of ``items`` at ``step``: :func:`rotated` or :func:`alternated`."""
+    """The order of ``items`` at ``step``: :func:`rotated`, :func:`alternated` or as given."""
+    if order == "fixed":
+        return list(items)
     return rotated(items, step) if order == "rotate" else alternated(items, step)
 
 

@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench_extraction import Settings as ExtractionSettings
 from bench_extraction import learn_ranges, locomo_options, served_models
-from harness import Run, alternated, configure, fmt, parser, summarize, timed
+from harness import Run, alternated, configure, fmt, parser, summarize, table, timed
 
 from memory_chain.chat.core import ChatCore
 from memory_chain.config import MemorySettings
@@ -181,17 +181,18 @@ def report(
     )
     shown = statistics.fmean(row["facts"] for row in rows) if rows else 0.0
     lines.append(f"\nanswer F1, {len(rows)} questions ({shown:.1f} facts in context on average)")
-    lines.append(f"  {'':<14}{'n':>5}{'facts on':>11}{'facts off':>11}{'on - off':>10}")
     groups = {"overall": rows} | {
         c: [row for row in rows if row["category"] == c]
         for c in CATEGORIES.values()
         if any(row["category"] == c for row in rows)
     }
     f1: dict[str, dict[str, float]] = {}
+    rows_f1 = []
     for name, group in groups.items():
         on, off = mean_f1(group, "facts on"), mean_f1(group, "facts off")
         f1[name] = {"n": len(group), "facts on": round(on, 1), "facts off": round(off, 1)}
-        lines.append(f"  {name:<14}{len(group):>5}{on:>11.1f}{off:>11.1f}{on - off:>+10.1f}")
+        rows_f1.append((name, len(group), on, off, f"{on - off:+.1f}"))
+    lines += table(("", "n", "facts on", "facts off", "on - off"), rows_f1, digits=1)
     better = sum(row["facts on"]["f1"] > row["facts off"]["f1"] for row in rows)
     worse = sum(row["facts on"]["f1"] < row["facts off"]["f1"] for row in rows)
     p = sign_test(better, worse)

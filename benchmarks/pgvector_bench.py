@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from harness import alternate, postgres_database, progress
+from harness import alternate, postgres_database, progress, stats_cells, table
 from sqlalchemy import Engine, text
 from vectors_engines import batch_figures
 
@@ -232,13 +232,12 @@ def calibration_lines(calibration: dict[str, Any], total: int, k: int) -> list[s
         f"  -- exact vs HNSW (iterative scans) by scope size, clustered vectors (cosine ~0.7 "
         f"to one of {CLUSTERS} centres), in a table of {total:,} points (top-{k}, ms; the "
         "limit between them is PgVectorIndex.exact_limit)",
-        f"  {'points in scope':>16} {'exact p50':>10} {'exact p95':>10} {'hnsw p50':>9} "
-        f"{'hnsw p95':>9} {'hnsw recall':>12} {'hnsw/exact':>11}",
     ]
-    for size, entry in calibration.items():
-        lines.append(
-            f"  {int(size):>16,} {entry['exact']['p50']:>10.2f} {entry['exact']['p95']:>10.2f} "
-            f"{entry['hnsw']['p50']:>9.2f} {entry['hnsw']['p95']:>9.2f} "
-            f"{entry['hnsw_recall_at_k']:>12.3f} {entry['hnsw_over_exact_p50']:>10.2f}x"
-        )
-    return lines
+    headers = ("points in scope", "exact p50", "exact p95", "hnsw p50", "hnsw p95")
+    rows = [
+        (int(size), *stats_cells(entry["exact"], ("p50", "p95")),
+         *stats_cells(entry["hnsw"], ("p50", "p95")), f"{entry['hnsw_recall_at_k']:.3f}",
+         f"{entry['hnsw_over_exact_p50']:.2f}x")
+        for size, entry in calibration.items()
+    ]  # fmt: skip
+    return lines + table((*headers, "hnsw recall", "hnsw/exact"), rows)

@@ -33,6 +33,8 @@ Time a loop (:mod:`harness.timing`, :mod:`harness.stats`), samples in nanosecond
       figure on a shared machine), ``differences(name, baseline)``.
     - ``comparison_lines(timings, baseline)``: the table of every variant with its ratios.
     - ``timed(call, *args)`` -> (ns, result); ``repeat(call, times, warmup)`` -> ns list;
+      ``time_calls(calls, max_seconds, check)`` -> (ns list, wall seconds): a loop with a
+      deadline; ``timer_overhead_ns()``: what one clock pair costs (inside every sample);
       ``rotated(items, step)``, ``alternated(items, step)``: the orders ``alternate`` uses.
     - ``summarize(samples_ns, unit="ms")``, ``median_ratio(a, b)``, ``paired_ratio(a, b)``,
       ``verdict(value, goal, higher_is_better)`` -> "ok" / "MISSED" / "n/a".
@@ -100,7 +102,9 @@ from .timing import (
     ordered,
     repeat,
     rotated,
+    time_calls,
     timed,
+    timer_overhead_ns,
 )
 
 __all__ = [
@@ -141,7 +145,9 @@ __all__ = [
     "stats_row",
     "summarize",
     "table",
+    "time_calls",
     "timed",
+    "timer_overhead_ns",
     "verdict",
     "versions",
     "wait_for_backfill",

@@ -54,7 +54,7 @@ def cell(value: object, digits: int = 2) -> str:
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], *, digits: int = 2
 ) -> list[str]:
-    """A plain table: the first column left-aligned, the others right-aligned to fit.
+    """A plain table: columns of numbers right-aligned, the others left-aligned, to fit.
 
     Args:
         headers: Column titles.
@@ -65,15 +65,19 @@ def table(
         The header line and one line per row, each indented by two spaces.
     """
     cells = [[cell(value, digits) for value in row] for row in rows]
+    numeric = [
+        all(isinstance(row[n], int | float) or row[n] is None for row in rows) and bool(rows)
+        for n in range(len(headers))
+    ]
     widths = [
-        max(len(str(header)), *(len(row[n]) for row in cells)) if cells else len(str(header))
-        for n, header in enumerate(headers)
+        max([len(str(header)), *(len(row[n]) for row in cells)]) for n, header in enumerate(headers)
     ]
 
     def line(values: Sequence[str]) -> str:
-        first, *rest = values
-        right = (f"{value:>{width}}" for value, width in zip(rest, widths[1:], strict=True))
-        parts = [f"{first:<{widths[0]}}", *right]
+        parts = [
+            f"{value:>{width}}" if right else f"{value:<{width}}"
+            for value, width, right in zip(values, widths, numeric, strict=True)
+        ]
         return "  " + "  ".join(parts).rstrip()
 
     return [line([str(h) for h in headers]), *(line(row) for row in cells)]

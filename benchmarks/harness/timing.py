@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,43 @@ def repeat(call: Callable[[], object], times: int, warmup: int = 0) -> list[int]
         call()
         samples.append(clock() - started)
     return samples
+
+
+def timer_overhead_ns() -> float:
+    """The median cost of one ``perf_counter_ns`` pair (it is inside every sample)."""
+    samples = []
+    for _ in range(10_000):
+        start = clock()
+        samples.append(clock() - start)
+    return float(statistics.median(samples))
+
+
+def time_calls(
+    calls: Sequence[Callable[[], Any]], max_seconds: float, check: Callable[[Any], None] | None
+) -> tuple[list[int], float]:
+    """Time each call separately; stop early after ``max_seconds`` of wall time.
+
+    Args:
+        calls: Calls of nothing, timed one by one in this order.
+        max_seconds: Stop after the call that ends past this much wall time.
+        check: Called untimed with each call's result (to check it).
+
+    Returns:
+        The samples in nanoseconds, and the wall seconds of the loop.
+    """
+    samples: list[int] = []
+    deadline = clock() + int(max_seconds * 1e9)
+    began = clock()
+    for call in calls:
+        start = clock()
+        result = call()
+        end = clock()
+        samples.append(end - start)
+        if check is not None:
+            check(result)
+        if end > deadline:
+            break
+    return samples, (clock() - began) / 1e9
 
 
 @dataclass

@@ -22,11 +22,13 @@ Start a server (:mod:`harness.servers`, :mod:`harness.postgres`):
       ``loadgen.check_conversations`` (read every conversation back), ``loadgen.StubOllama``.
 
 Time a loop (:mod:`harness.timing`, :mod:`harness.stats`), samples in nanoseconds:
-    - ``alternate(variants, inputs, *, warmup=0, order="rotate", before=None, after=None)``:
-      every input through every variant (name -> call of one input), the variants' order
-      rotated (or reversed, ``order="reverse"``) from input to input so that before/after
-      see the same machine load; the first ``warmup`` inputs untimed; ``before``/``after``
-      hooks run untimed (settle, check a result). Returns ``Timings``.
+    - ``alternate(variants, inputs, *, warmup=0, order="rotate", before=None, after=None,
+      into=None)``: every input through every variant (name -> call of one input), the
+      variants' order rotated (or reversed every other input, ``order="reverse"``; kept,
+      ``"fixed"``) from input to input so that before/after see the same machine load; the
+      first ``warmup`` inputs untimed; ``before(name, input)`` and ``after(name, input,
+      result)`` run untimed (settle, switch a variant on, check a result); ``into`` adds to
+      earlier ``Timings`` (several blocks, one result). Returns ``Timings``.
     - ``Timings``: ``samples`` (name -> ns list, sample i from input i), ``summary(name)``
       (n, p50, p95, p99, mean, max in ms), ``summaries()``, ``ratio(name, baseline)`` (median
       over median), ``paired_ratio(name, baseline)`` (median of per-input ratios: the steadier
@@ -37,7 +39,8 @@ Time a loop (:mod:`harness.timing`, :mod:`harness.stats`), samples in nanosecond
       deadline; ``timer_overhead_ns()``: what one clock pair costs (inside every sample);
       ``rotated(items, step)``, ``alternated(items, step)``: the orders ``alternate`` uses.
     - ``summarize(samples_ns, unit="ms")``, ``median_ratio(a, b)``, ``paired_ratio(a, b)``,
-      ``verdict(value, goal, higher_is_better)`` -> "ok" / "MISSED" / "n/a".
+      ``verdict(value, goal, higher_is_better)`` -> "ok" / "MISSED" / "n/a",
+      ``second_half(samples, key)`` (growth judged over a run's second half).
 
 Print a table and write JSON (:mod:`harness.report`, :mod:`harness.run`):
     - ``table(headers, rows)``: aligned lines (``stats_cells(stats)``: a row's percentiles);

@@ -51,6 +51,10 @@ def cell(value: object, digits: int = 2) -> str:
     return str(value)
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[object]], *, digits: int = 2
 ) -> list[str]:
@@ -66,7 +70,7 @@ def table(
     """
     cells = [[cell(value, digits) for value in row] for row in rows]
     numeric = [
-        all(isinstance(row[n], int | float) or row[n] is None for row in rows) and bool(rows)
+        bool(rows) and all(_is_number(row[n]) or row[n] is None for row in rows)
         for n in range(len(headers))
     ]
     widths = [

@@ -31,15 +31,14 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench_extraction import DATA, learn_ranges, served_models
-from harness import Run, configure, fmt, parser, summarize
+from bench_extraction import Settings as ExtractionSettings
+from bench_extraction import learn_ranges, locomo_options, served_models
+from harness import Run, alternated, configure, fmt, parser, summarize, table, timed
 
 from memory_chain.chat.core import ChatCore
 from memory_chain.config import MemorySettings
@@ -60,16 +59,13 @@ CONDITIONS = ("facts on", "facts off")
 
 
 @dataclass(frozen=True)
-class Settings:
-    data: Path = DATA
+class Settings(ExtractionSettings):
+    """The extraction benchmark's settings (the data, the model), and the questions."""
+
     conversations: int = 2
     sessions: int = 4
-    range_turns: int = 10
     questions: int | None = None
     seed: int = 0
-    llm_url: str | None = None
-    model: str | None = None
-    quick: bool = False
 
 
 QUICK = {"conversations": 1, "sessions": 2, "questions": 6}
@@ -159,14 +155,12 @@ def ask(
         "facts": len(context.facts),
         "degraded": list(context.degraded),
     }
-    order = CONDITIONS if number % 2 else CONDITIONS[::-1]
-    for condition in order:
-        began = time.perf_counter()
-        reply = reply_to(core, contexts[condition], text)
+    for condition in alternated(CONDITIONS, number + 1):
+        nanoseconds, reply = timed(reply_to, core, contexts[condition], text)
         row[condition] = {
             "reply": reply,
             "f1": answer_f1(reply, question.answer, question.category),
-            "seconds": time.perf_counter() - began,
+            "seconds": nanoseconds / 1e9,
         }
     return row
 
@@ -187,17 +181,18 @@ def report(
     )
     shown = statistics.fmean(row["facts"] for row in rows) if rows else 0.0
     lines.append(f"\nanswer F1, {len(rows)} questions ({shown:.1f} facts in context on average)")
-    lines.append(f"  {'':<14}{'n':>5}{'facts on':>11}{'facts off':>11}{'on - off':>10}")
     groups = {"overall": rows} | {
         c: [row for row in rows if row["category"] == c]
         for c in CATEGORIES.values()
         if any(row["category"] == c for row in rows)
     }
     f1: dict[str, dict[str, float]] = {}
+    rows_f1 = []
     for name, group in groups.items():
         on, off = mean_f1(group, "facts on"), mean_f1(group, "facts off")
         f1[name] = {"n": len(group), "facts on": round(on, 1), "facts off": round(off, 1)}
-        lines.append(f"  {name:<14}{len(group):>5}{on:>11.1f}{off:>11.1f}{on - off:>+10.1f}")
+        rows_f1.append((name, len(group), on, off, f"{on - off:+.1f}"))
+    lines += table(("", "n", "facts on", "facts off", "on - off"), rows_f1, digits=1)
     better = sum(row["facts on"]["f1"] > row["facts off"]["f1"] for row in rows)
     worse = sum(row["facts on"]["f1"] < row["facts off"]["f1"] for row in rows)
     p = sign_test(better, worse)
@@ -227,14 +222,9 @@ def report(
 
 def main() -> None:
     found = parser(__doc__, quick="one conversation, two sessions, at most 6 questions")
-    found.add_argument("--data", type=Path, help=f"a LoCoMo-format file (default {DATA})")
-    found.add_argument("--conversations", type=int, help="conversations stored (2)")
-    found.add_argument("--sessions", type=int, help="first sessions of each stored (4)")
-    found.add_argument("--range-turns", type=int, help="turns per extraction range (10)")
+    locomo_options(found, "conversations stored (2)", "first sessions of each stored (4)")
     found.add_argument("--questions", type=int, help="ask at most this many (default: all)")
     found.add_argument("--seed", type=int, help="which questions, when there are more (0)")
-    found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
-    found.add_argument("--model", help="the model there (default: the embedded model's)")
     args = found.parse_args()
     settings = configure(Settings(), args, QUICK)
     run = Run("answers with facts", packages=("llama-cpp-python", "langchain-ollama"))

@@ -68,7 +68,7 @@ from chat_background import bench_consolidation, bench_gil
 from chat_overhead import bench_overhead
 from chat_report import profile_ratio, report
 from chat_stack import GOALS, QUICK, UNSUMMARIZED_TAIL, Settings, build_stack
-from harness import Run, configure, parser, rss_mb, verdict
+from harness import Run, configure, parser, rss_mb, run_and_report, verdict
 
 from memory_chain.services import Services
 
@@ -83,7 +83,8 @@ PACKAGES = (
 )
 
 
-def run(settings: Settings, started: float) -> dict[str, Any]:
+def run(settings: Settings, bench: Run) -> dict[str, Any]:
+    started = bench.started
     result: dict[str, Any] = {"rss_mb_start": rss_mb()}
     folder = Path(tempfile.mkdtemp(prefix="mc-bench-chat-"))
     services: Services | None = None
@@ -175,25 +176,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not sizes or min(sizes) < 0 or len(sizes) > settings.users:
         args.error("--facts-per-user takes sizes like 20,1000, no more of them than --users")
 
-    bench = Run("chat", PACKAGES)
-    print(bench.header())
-    print(
-        f"settings: {settings.conversations} conversations x {settings.turns} turns, "
+    run_and_report(
+        "chat",
+        options.json,
+        settings,
+        run,
+        report,
+        packages=PACKAGES,
+        intro=f"settings: {settings.conversations} conversations x {settings.turns} turns, "
         f"{settings.users} users with {settings.facts_per_user} facts, {settings.requests} "
         "requests per part-1 measurement, part 2 "
         f"{settings.rounds} x (A + B) blocks of {settings.block_seconds:g} s, "
         f"{settings.think_ms:g} ms pause after each request, summarizer "
-        f"{settings.summary_seconds:g} s per call\n",
-        flush=True,
-    )
-    result = run(settings, bench.started)
-    bench.finish(
-        report(result, settings),
-        options.json,
-        settings=settings,
+        f"{settings.summary_seconds:g} s per call",
+        verdicts=verdicts,
         goals=GOALS,
-        verdicts=verdicts(result),
-        results=result,
     )
     return 0
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 from corpus import CITIES, TOPICS
-from harness import Run, fmt, goal_line, parser, progress, summarize, verdict
+from harness import alternate, goal_line, parser, progress, run_and_report, table, verdict
 
 from memory_chain.config import MemorySettings
 from memory_chain.services import build_embeddings
@@ -62,12 +62,6 @@ def load_texts(path: Path | None, quick: bool) -> tuple[list[str], list[str]]:
     return turns, questions
 
 
-def timed(call: Callable[[Any], Any], argument: Any) -> float:
-    started = time.perf_counter_ns()
-    call(argument)
-    return float(time.perf_counter_ns() - started)
-
-
 def run(turns: list[str], questions: list[str], queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     models: dict[str, LocalEmbeddings] = {}
@@ -89,28 +83,22 @@ def run(turns: list[str], questions: list[str], queries: int) -> dict[str, Any]:
             "norm_max_error": float(np.abs(norms - 1).max()),
         }
     progress(f"embed_query x {queries}", started)
-    names = list(models)
-    query_ns: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(queries):
-        question = questions[i % len(questions)]
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            query_ns[name].append(timed(models[name].embed_query, question))
+    embed_query = {name: model.embed_query for name, model in models.items()}
+    query = alternate(embed_query, [questions[i % len(questions)] for i in range(queries)])
     progress("ingestion in batches of 64", started)
-    batch_ns: dict[str, list[float]] = {name: [] for name in names}
-    for i, start in enumerate(range(0, len(turns) - BATCH + 1, BATCH)):
-        batch = turns[start : start + BATCH]
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            batch_ns[name].append(timed(models[name].embed_documents, batch))
+    batches = [turns[start : start + BATCH] for start in range(0, len(turns) - BATCH + 1, BATCH)]
+    embed_documents = {name: model.embed_documents for name, model in models.items()}
+    batch = alternate(embed_documents, batches)
     result: dict[str, Any] = {"turns": len(turns), "equality": equality, "runtimes": {}}
-    for name in names:
-        q, b = np.asarray(query_ns[name]), np.asarray(batch_ns[name])
+    for name in models:
+        median_batch_s = float(np.median(batch.samples[name])) / 1e9
         result["runtimes"][name] = {
-            "embed_query_ms": summarize(query_ns[name]),
-            "query_p50_ratio": float(np.median(q) / np.median(query_ns["torch"])),
-            "query_paired_ratio": float(np.median(q / np.asarray(query_ns["torch"]))),
-            "batches": len(b),
-            "sentences_per_second": float(BATCH / (np.median(b) / 1e9)),
-            "ingest_speedup": float(np.median(np.asarray(batch_ns["torch"]) / b)),
+            "embed_query_ms": query.summary(name),
+            "query_p50_ratio": query.ratio(name, "torch"),
+            "query_paired_ratio": query.paired_ratio(name, "torch"),
+            "batches": len(batch.samples[name]),
+            "sentences_per_second": BATCH / median_batch_s,
+            "ingest_speedup": batch.paired_ratio("torch", name),
         }
     return result
 
@@ -123,17 +111,13 @@ def report(result: dict[str, Any]) -> list[str]:
             f"max |norm - 1| {e['norm_max_error']:.1e}"
         )
     lines.append("== speed, one thread each, runtimes taking turns ==")
-    lines.append(
-        f"  {'runtime':<10} {'query p50':>9} {'p95':>7} {'x torch':>8} {'paired':>7} "
-        f"{'sent/s':>8} {'x torch':>8}"
-    )
-    for name, r in result["runtimes"].items():
-        q = r["embed_query_ms"]
-        lines.append(
-            f"  {name:<10} {fmt(q['p50']):>9} {fmt(q['p95']):>7} {r['query_p50_ratio']:>8.2f} "
-            f"{r['query_paired_ratio']:>7.2f} {r['sentences_per_second']:>8.0f} "
-            f"{r['ingest_speedup']:>8.2f}"
-        )
+    rows = [
+        (name, r["embed_query_ms"]["p50"], r["embed_query_ms"]["p95"], r["query_p50_ratio"],
+         r["query_paired_ratio"], round(r["sentences_per_second"]), r["ingest_speedup"])
+        for name, r in result["runtimes"].items()
+    ]  # fmt: skip
+    headers = ("runtime", "query p50", "p95", "x torch", "paired", "sent/s", "x torch")
+    lines += table(headers, rows)
     for name in ("onnx", "onnx-int8"):
         r = result["runtimes"][name]
         lines.append(
@@ -169,12 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.add_argument("--locomo", type=Path, help="a LoCoMo-format file (texts, questions)")
     args.add_argument("--queries", type=int, help="embed_query calls per runtime (300)")
     options = args.parse_args(argv)
-    bench = Run("embedding")
-    print(bench.header())
     turns, questions = load_texts(options.locomo, options.quick)
     queries = options.queries or (60 if options.quick else 300)
-    result = run(turns, questions, queries)
-    bench.finish(report(result), options.json, results=result, verdicts=verdicts(result))
+    run_and_report(
+        "embedding",
+        options.json,
+        None,
+        lambda _settings, _bench: run(turns, questions, queries),
+        lambda result, _settings: report(result),
+        verdicts=verdicts,
+    )
     return 0
 
 

@@ -24,6 +24,7 @@ conversation (best F1 over 0.40-0.80) and precision and recall are reported on t
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -196,14 +197,20 @@ def prf(counts: list[tuple[int, int, int, int]]) -> tuple[float, float, float]:
     return precision, recall, f1
 
 
-def main() -> None:
-    found = parser(__doc__, quick="two conversations, one session each")
+def locomo_options(found: argparse.ArgumentParser, conversations: str, sessions: str) -> None:
+    """The options of a benchmark that replays LoCoMo sessions to a model (this one and
+    ``bench_answers_facts.py``): the file, how much of it, the range size and the model."""
     found.add_argument("--data", type=Path, help=f"a LoCoMo-format file (default {DATA})")
-    found.add_argument("--conversations", type=int, help="conversations replayed (5)")
-    found.add_argument("--sessions", type=int, help="sessions of each (3)")
-    found.add_argument("--range-turns", type=int, help="turns per range (10)")
+    found.add_argument("--conversations", type=int, help=conversations)
+    found.add_argument("--sessions", type=int, help=sessions)
+    found.add_argument("--range-turns", type=int, help="turns per extraction range (10)")
     found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
     found.add_argument("--model", help="the model there (default: the embedded model's)")
+
+
+def main() -> None:
+    found = parser(__doc__, quick="two conversations, one session each")
+    locomo_options(found, "conversations replayed (5)", "sessions of each (3)")
     args = found.parse_args()
     settings = configure(Settings(), args, QUICK)
     run = Run("extraction", packages=("llama-cpp-python", "langchain-ollama"))

@@ -26,7 +26,6 @@ import random
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from corpus import fill
-from harness import Run, configure, parser, progress
+from harness import Run, configure, parser, progress, table, timed
 
 from memory_chain.facts.model import FactDraft
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
@@ -80,12 +79,7 @@ def time_adds(
     upgrade(engine)
     try:
         store = FactStore(SQLStore(engine).database, embed=lambda t: [vectors[x] for x in t])
-        took = []
-        for draft in facts_:
-            started = time.perf_counter()
-            store.add(USER, draft)
-            took.append(time.perf_counter() - started)
-        return took
+        return [timed(store.add, USER, draft)[0] / 1e9 for draft in facts_]
     finally:
         engine.dispose()
 
@@ -118,17 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "last_100_mean_ms": statistics.fmean(last) * 1e3,
             "last_100_p50_ms": statistics.median(last) * 1e3,
         }
-    lines = [f"{'adds':>6} {'total s':>9} {'mean ms':>9} {'last 100 ms':>12} {'t(n)/t(n/2)':>12}"]
+    rows = []
     for size in sizes:
         entry = results[str(size)]
         half = results.get(str(size // 2)) if size % 2 == 0 else None
         ratio = entry["seconds"] / half["seconds"] if half else None
         if ratio is not None:
             entry["over_half"] = ratio
-        lines.append(
-            f"{size:>6,} {entry['seconds']:>9.2f} {entry['mean_ms']:>9.2f} "
-            f"{entry['last_100_mean_ms']:>12.2f} {'' if ratio is None else f'{ratio:.2f}':>12}"
-        )
+        rows.append((size, entry["seconds"], entry["mean_ms"], entry["last_100_mean_ms"], ratio))
+    lines = table(("adds", "total s", "mean ms", "last 100 ms", "t(n)/t(n/2)"), rows)
     bench.finish(lines, args.parse_args(argv).json, settings=settings, results=results)
     return 0
 

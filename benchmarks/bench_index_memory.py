@@ -17,7 +17,6 @@ server.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import Run, heap_mb, parser, second_half, table
 
 from memory_chain.tiers.vectors.edge import EdgeIndex
 from memory_chain.tiers.vectors.index import TurnPayload, VectorPoint, point_id
@@ -36,15 +36,6 @@ from memory_chain.tiers.vectors.index import TurnPayload, VectorPoint, point_id
 DIMENSION = 384
 BATCH = 64
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def heap_mb() -> float:
-    """This process's anonymous resident memory (``RssAnon``), in MB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no RssAnon in /proc/self/status (Linux only)")
 
 
 def make_points(start: int, count: int, rng: np.random.Generator) -> list[VectorPoint]:
@@ -98,29 +89,27 @@ def measure(points: int, step: int, seed: int = 7) -> dict[str, Any]:
         shutil.rmtree(folder, ignore_errors=True)
     # Over the second half, as bench_soak.py judges the server: the first segments are a
     # fixed cost.
-    last = samples[-1]
-    middle = min(samples, key=lambda sample: abs(sample["points"] - last["points"] / 2))
+    middle, last = second_half(samples, "points")
     span = last["points"] - middle["points"]
     slope = (last["heap_mb"] - middle["heap_mb"]) / span * 1000 if span else 0.0
     return {"points": points, "samples": samples, "heap_mb_per_1k_points": slope}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--points", type=int, default=100_000)
-    parser.add_argument("--step", type=int, default=5_000, help="points between samples")
-    parser.add_argument("--json", help="also write the figures to this file ('-': stdout only)")
-    args = parser.parse_args(argv)
-    result = measure(args.points, args.step)
-    if args.json == "-":
+    args = parser(__doc__)
+    args.add_argument("--points", type=int, default=100_000)
+    args.add_argument("--step", type=int, default=5_000, help="points between samples")
+    options = args.parse_args(argv)
+    result = measure(options.points, options.step)
+    if str(options.json) == "-":  # for bench_soak.py: the figures alone, on stdout
         json.dump(result, sys.stdout)
         return 0
-    print("embedded index (qdrant-edge) heap by stored points")
-    for sample in result["samples"]:
-        print(f"  {sample['points']:>8,} points  heap {sample['heap_mb']:7.1f} MB")
-    print(f"  slope: {result['heap_mb_per_1k_points']:.2f} MB per 1,000 points")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    bench = Run("embedded index heap")
+    print(bench.header())
+    lines = ["embedded index (qdrant-edge) heap by stored points"]
+    lines += table(("points", "heap MB"), [(s["points"], s["heap_mb"]) for s in result["samples"]])
+    lines.append(f"  slope: {result['heap_mb_per_1k_points']:.2f} MB per 1,000 points")
+    bench.finish(lines, options.json, results=result)
     return 0
 
 

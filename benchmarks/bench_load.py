@@ -32,7 +32,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,9 +39,20 @@ from pathlib import Path
 from typing import Any
 
 import gil_profile
-from harness import Run, configure, fmt, parser, rss_mb, summarize
+from harness import (
+    Run,
+    configure,
+    parser,
+    postgres_database,
+    rss_mb,
+    run_and_report,
+    scratch_server,
+    stats_cells,
+    summarize,
+    table,
+    wait_for_backfill,
+)
 from loadgen import StubOllama, check_conversations, run_clients
-from processes import memory_chain_server, postgres_database
 
 USER = "load-user"
 QUICK = {"clients": 10, "turns": 20, "conversations": 5}
@@ -58,27 +68,6 @@ class Settings:
     backfill_timeout: float = 300.0
     quick: bool = False
     py_spy: Path | None = None
-
-
-def wait_for_backfill(http_url: str, timeout: float) -> dict[str, Any]:
-    """Poll /health until tier 3 has no queued turns; how long it took and the lag at start."""
-    import httpx
-
-    started = time.perf_counter()
-    first: int | None = None
-    queued = -1
-    while time.perf_counter() - started < timeout:
-        queued = httpx.get(f"{http_url}/health", timeout=30).json()["tier3"]["queued_turns"]
-        if first is None:
-            first = queued
-        if queued == 0:
-            break
-        time.sleep(0.5)
-    return {
-        "queued_at_end_of_load": first,
-        "drain_seconds": time.perf_counter() - started,
-        "queued_after_wait": queued,
-    }
 
 
 def py_spy_output(path: Path | None, database: str) -> Path | None:
@@ -105,51 +94,47 @@ def stop_py_spy(process: subprocess.Popen[bytes] | None) -> None:
 
 
 def run_one(settings: Settings, database: str, llm_url: str, database_url: str | None) -> dict:
-    folder = Path(tempfile.mkdtemp(prefix=f"memory-chain-load-{database}-"))
     extra: dict[str, object] = {"log_level": "WARNING"}
     if database_url:
         extra["database_url"] = database_url
     started_at = time.perf_counter()
-    try:
-        with memory_chain_server(folder / "data", llm_url, **extra) as server:
-            startup = time.perf_counter() - started_at
-            # Warm-up outside the measured conversations: first requests load lazy state.
-            asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
-            rss_before = rss_mb(server.pid)
-            ids = [f"load-{n}" for n in range(settings.conversations)]
-            profile = py_spy_output(settings.py_spy, database)
-            profiler = start_py_spy(server.pid, profile)
-            outcome = asyncio.run(
-                run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
-            )
-            stop_py_spy(profiler)
-            rss_after = rss_mb(server.pid)
-            backfill = wait_for_backfill(server.url, settings.backfill_timeout)
-            check = check_conversations(server.url, USER, dict(outcome.acknowledged))
-            problems = server.log_problems()
-        requests = sum(len(v) for v in outcome.acknowledged.values())
-        gil = gil_profile.report(profile, requests) if profile and profile.exists() else []
-        return {
-            "database": database,
-            "startup_seconds": startup,
-            "requests_sent": settings.clients * settings.turns,
-            "requests_acknowledged": requests,
-            "turns_stored": 2 * requests,
-            "errors": outcome.error_count,
-            "errors_by_kind": dict(outcome.errors),
-            "error_examples": outcome.error_examples,
-            "seconds": outcome.seconds,
-            "requests_per_second": requests / outcome.seconds if outcome.seconds else 0.0,
-            "turns_per_second": 2 * requests / outcome.seconds if outcome.seconds else 0.0,
-            "latency_ms": summarize(outcome.latencies_ns),
-            "backfill": backfill,
-            "contiguity": check,
-            "server_rss_mb": {"before": rss_before, "after": rss_after},
-            "server_log_problems": problems[:20],
-            "gil_profile": gil,
-        }
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with scratch_server(f"memory-chain-load-{database}-", llm_url=llm_url, **extra) as server:
+        startup = time.perf_counter() - started_at
+        # Warm-up outside the measured conversations: first requests load lazy state.
+        asyncio.run(run_clients(server.url, USER, ["warm-up"], clients=2, turns=3))
+        rss_before = rss_mb(server.pid)
+        ids = [f"load-{n}" for n in range(settings.conversations)]
+        profile = py_spy_output(settings.py_spy, database)
+        profiler = start_py_spy(server.pid, profile)
+        outcome = asyncio.run(
+            run_clients(server.url, USER, ids, clients=settings.clients, turns=settings.turns)
+        )
+        stop_py_spy(profiler)
+        rss_after = rss_mb(server.pid)
+        backfill = wait_for_backfill(server.url, settings.backfill_timeout)
+        check = check_conversations(server.url, USER, dict(outcome.acknowledged))
+        problems = server.log_problems()
+    requests = sum(len(v) for v in outcome.acknowledged.values())
+    gil = gil_profile.report(profile, requests) if profile and profile.exists() else []
+    return {
+        "database": database,
+        "startup_seconds": startup,
+        "requests_sent": settings.clients * settings.turns,
+        "requests_acknowledged": requests,
+        "turns_stored": 2 * requests,
+        "errors": outcome.error_count,
+        "errors_by_kind": dict(outcome.errors),
+        "error_examples": outcome.error_examples,
+        "seconds": outcome.seconds,
+        "requests_per_second": requests / outcome.seconds if outcome.seconds else 0.0,
+        "turns_per_second": 2 * requests / outcome.seconds if outcome.seconds else 0.0,
+        "latency_ms": summarize(outcome.latencies_ns),
+        "backfill": backfill,
+        "contiguity": check,
+        "server_rss_mb": {"before": rss_before, "after": rss_after},
+        "server_log_problems": problems[:20],
+        "gil_profile": gil,
+    }
 
 
 def run(settings: Settings, bench: Run) -> dict[str, Any]:
@@ -171,18 +156,18 @@ def report(results: dict[str, Any], settings: Settings) -> list[str]:
     lines = [
         f"== {settings.clients} clients x {settings.turns} chat requests over "
         f"{settings.conversations} conversations (2 turns stored per request) ==",
-        f"  {'database':<10} {'errors':>6} {'req':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-        f"{'max ms':>8} {'req/s':>7} {'turns/s':>8} {'contiguous':>11}",
     ]
-    for name, r in results.items():
-        lat = r["latency_ms"]
-        lines.append(
-            f"  {name:<10} {r['errors']:>6} {r['requests_acknowledged']:>6} "
-            f"{fmt(lat.get('p50')):>8} "
-            f"{fmt(lat.get('p95')):>8} {fmt(lat.get('p99')):>8} {fmt(lat.get('max')):>8} "
-            f"{r['requests_per_second']:>7.1f} {r['turns_per_second']:>8.1f} "
-            f"{'yes' if r['contiguity']['ok'] else 'NO':>11}"
-        )
+    lines += table(
+        ("database", "errors", "req", "p50 ms", "p95 ms", "p99 ms", "max ms", "req/s", "turns/s",
+         "contiguous"),
+        [
+            (name, r["errors"], r["requests_acknowledged"], *stats_cells(r["latency_ms"]),
+             round(r["requests_per_second"], 1), round(r["turns_per_second"], 1),
+             r["contiguity"]["ok"])
+            for name, r in results.items()
+        ],
+        digits=1,
+    )  # fmt: skip
     for name, r in results.items():
         b = r["backfill"]
         lines.append(
@@ -240,15 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = args.parse_args(argv)
     settings = configure(Settings(), options, QUICK)
 
-    bench = Run("load")
-    print(bench.header(), flush=True)
-    results = run(settings, bench)
-    bench.finish(
-        report(results, settings),
+    results = run_and_report(
+        "load",
         options.json,
-        settings=settings,
-        results=results,
-        verdicts=verdicts(results),
+        settings,
+        run,
+        report,
+        verdicts=verdicts,
     )
     failed = any(r["errors"] or not r["contiguity"]["ok"] for r in results.values())
     return 1 if failed else 0

@@ -23,12 +23,11 @@ Run from the repository root::
 from __future__ import annotations
 
 import contextlib
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import Run, goal_line, parser, progress
-from processes import local_postgres
+from harness import Run, alternate, goal_line, local_postgres, parser, progress, timed
 
 from memory_chain.eval.crossval import CrossValReport, cross_validate_locomo
 from memory_chain.eval.locomo import (
@@ -83,7 +82,7 @@ def _latency(options: Any, server: str) -> dict[str, dict[str, float]]:
     asked = [(sample, q.question) for sample in samples for q in sample.questions]
     step = max(len(asked) // max(options.latency_questions, 1), 1)
     asked = asked[::step][: options.latency_questions]
-    times: dict[str, list[float]] = {"embedding": [], **{backend: [] for backend in BACKENDS}}
+    embedding_ns: list[int] = []
     with contextlib.ExitStack() as stack:
         managers: dict[str, MemoryManager] = {}
         for backend in BACKENDS:
@@ -95,19 +94,24 @@ def _latency(options: Any, server: str) -> dict[str, dict[str, float]]:
             managers[backend] = manager
         tier3 = managers["sqlite"].tier3
         assert tier3 is not None
-        for number, (sample, question) in enumerate(asked):
-            order = BACKENDS if number % 2 else BACKENDS[::-1]
-            for backend in order:
-                t0 = time.perf_counter()
-                tier3.embed_query(question)
-                times["embedding"].append((time.perf_counter() - t0) * 1000)
-                t0 = time.perf_counter()
-                managers[backend].find(
+
+        def embed_first(_backend: str, item: tuple[Any, str]) -> None:
+            embedding_ns.append(timed(tier3.embed_query, item[1])[0])
+
+        def finder(backend: str) -> Callable[[tuple[Any, str]], object]:
+            def find(item: tuple[Any, str]) -> object:
+                sample, question = item
+                return managers[backend].find(
                     question, user_id=EVAL_USER,
                     conversation_id=searched(sample, options.scope), limit=max(DEFAULT_KS),
                 )  # fmt: skip
-                times[backend].append((time.perf_counter() - t0) * 1000)
-    return {name: latency_summary(values) for name, values in times.items()}
+
+            return find
+
+        variants = {backend: finder(backend) for backend in BACKENDS[::-1]}
+        timings = alternate(variants, asked, before=embed_first)
+    times = {"embedding": embedding_ns, **timings.samples}
+    return {name: latency_summary([ns / 1e6 for ns in values]) for name, values in times.items()}
 
 
 def main() -> None:

@@ -30,8 +30,7 @@ from typing import Any
 
 import replicas_check
 import replicas_throughput
-from harness import Run, configure, parser
-from processes import local_postgres, postgres_database
+from harness import Run, configure, local_postgres, parser, postgres_database
 from replicas_throughput import QUICK, Settings, parse_setup
 
 

@@ -42,8 +42,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,9 +49,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import Run, configure, memory_mb, parser, progress, rss_mb, summarize
-from loadgen import Outcome, StubOllama, chat_once, check_conversations, client
-from processes import memory_chain_server
+from harness import (
+    Run,
+    configure,
+    memory_mb,
+    parser,
+    progress,
+    rss_mb,
+    run_and_report,
+    scratch_server,
+    summarize,
+)
+from loadgen import Outcome, chat_once, check_conversations, client
 from soak_report import bounded, index_memory, report, verdict_lines
 
 USER = "soak-user"
@@ -203,23 +210,14 @@ async def soak(settings: Settings, url: str, pid: int, started: float) -> dict[s
 
 def run(settings: Settings, bench: Run) -> dict[str, Any]:
     """The soak; every figure."""
-    folder = Path(tempfile.mkdtemp(prefix="memory-chain-soak-"))
     extra: dict[str, object] = {"log_level": "WARNING"}
     if settings.tier1_max_conversations:
         extra["memory_tier1_max_conversations"] = settings.tier1_max_conversations
-    try:
-        with (
-            StubOllama() as stub,
-            memory_chain_server(folder / "data", stub.url, **extra) as server,
-        ):
-            bench.progress(f"server up (pid {server.pid}), RSS {rss_mb(server.pid):.0f} MB")
-            result = asyncio.run(soak(settings, server.url, server.pid, bench.started))
-            result["rss_mb_after_drain"] = rss_mb(server.pid)
-            result["data_mb"] = sum(
-                f.stat().st_size for f in (folder / "data").rglob("*") if f.is_file()
-            ) / (1024 * 1024)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    with scratch_server("memory-chain-soak-", **extra) as server:
+        bench.progress(f"server up (pid {server.pid}), RSS {rss_mb(server.pid):.0f} MB")
+        result = asyncio.run(soak(settings, server.url, server.pid, bench.started))
+        result["rss_mb_after_drain"] = rss_mb(server.pid)
+        result["data_mb"] = server.data_mb()
     # With the server gone: the embedded index's own heap for as many points, in a process
     # of its own, to tell the data the index keeps in RAM from a leak.
     bench.progress("measuring the embedded index's heap per point (bench_index_memory.py)")
@@ -256,10 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     settings = configure(Settings(), options, QUICK)
-    bench = Run("soak")
-    print(bench.header(), flush=True)
-    result = run(settings, bench)
-    bench.finish(report(result, settings), options.json, settings=settings, results=result)
+    result = run_and_report(
+        "soak",
+        options.json,
+        settings,
+        run,
+        report,
+    )
     failed = result["errors"] or not result["contiguity_sample"]["ok"]
     return 1 if failed else 0
 

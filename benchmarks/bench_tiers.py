@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from corpus import ZipfCorpus
-from harness import MB, Run, parser, progress, rss_mb
+from harness import MB, Run, parser, progress, rss_mb, timer_overhead_ns
 from tiers_phases import (
     USERS,
     Options,
@@ -52,7 +52,6 @@ from tiers_phases import (
     bench_tier1,
     populate,
     query_selectivity,
-    timer_overhead_ns,
 )
 from tiers_report import GOALS, report, verdicts
 

@@ -45,7 +45,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
-from harness import Run, configure, goal_line, parser, summarize, verdict
+from harness import Run, alternated, configure, goal_line, parser, summarize, timed, verdict
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from update_scenarios import QUICK, SCENARIOS, Expect, Scenario
 
@@ -267,12 +267,11 @@ def answers(services: Services, scenario: Scenario, run: Run, order: int) -> dic
     kwargs = core.models.call_options(info, request.options, prepared.prompt.budget.reserve)
     llm = core.models.chat_model(info)
     prompts = {"dated": prepared.messages, "undated": undated(prepared.messages)}
-    names = list(prompts) if order % 2 == 0 else list(reversed(prompts))
     current = [e for e in scenario.current if e.cosine is None]
     result: dict[str, Any] = {}
-    for name in names:
-        began = time.perf_counter()
-        reply = message_text(llm.invoke(prompts[name], **kwargs))
+    for name in alternated(list(prompts), order):
+        nanoseconds, answer = timed(llm.invoke, prompts[name], **kwargs)
+        reply = message_text(answer)
         named = [e.label() for e in current if e.pattern().search(reply)]
         stale = [
             e.label() for e in scenario.stale if e.cosine is None and e.pattern().search(reply)
@@ -282,7 +281,7 @@ def answers(services: Services, scenario: Scenario, run: Run, order: int) -> dic
             "current_named": named,
             "stale_named": stale,
             "right": len(named) == len(current) and not stale,
-            "seconds": time.perf_counter() - began,
+            "seconds": nanoseconds / 1e9,
         }
     run.progress(
         f"{scenario.name} answer: "

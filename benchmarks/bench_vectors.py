@@ -53,7 +53,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
-from harness import Run, configure, parser, progress, rss_mb, verdict
+from harness import Run, configure, parser, progress, rss_mb, run_and_report, verdict
 from vectors_embedding import bench_ingestion, bench_retrieval, embedding_model
 from vectors_engines import (
     CONVERSATIONS,
@@ -86,8 +86,9 @@ PACKAGES = (
 )
 
 
-def run(settings: Settings, started: float) -> dict[str, Any]:
+def run(settings: Settings, bench: Run) -> dict[str, Any]:
     """Every part, engines and configurations taking turns; every figure."""
+    started = bench.started
     result: dict[str, Any] = {"rss_mb": {"start": rss_mb()}}
     folder = Path(tempfile.mkdtemp(prefix="mc-bench-vectors-"))
     engines: list[Engine] = []
@@ -281,23 +282,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if settings.points < CONVERSATIONS:
         args.error(f"--points must be at least {CONVERSATIONS}")
 
-    bench = Run("vector", PACKAGES)
-    print(bench.header())
-    print(
-        f"settings: {settings.points:,} points, {settings.edge_queries:,} embedded and "
+    run_and_report(
+        "vector",
+        options.json,
+        settings,
+        run,
+        report,
+        packages=PACKAGES,
+        intro=f"settings: {settings.points:,} points, {settings.edge_queries:,} embedded and "
         f"{settings.local_queries} local-mode queries per filter, local modes "
         f"{', '.join(settings.local_modes) or 'none'}, {settings.sentences:,} sentences x "
-        f"{settings.ingest_rounds} rounds, {settings.retrieval_samples} retrievals\n",
-        flush=True,
-    )
-    result = run(settings, bench.started)
-    bench.finish(
-        report(result, settings),
-        options.json,
-        settings=settings,
+        f"{settings.ingest_rounds} rounds, {settings.retrieval_samples} retrievals",
+        verdicts=verdicts,
         goals=GOALS,
-        verdicts=verdicts(result),
-        results=result,
     )
     return 0
 

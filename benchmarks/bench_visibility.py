@@ -13,11 +13,10 @@ Run from the repository root::
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
 from pathlib import Path
 from typing import Any
+
+from harness import Run, alternate, comparison_lines, parser
 
 from memory_chain.eval.locomo import EVAL_USER, ingested
 from memory_chain.eval.locomo_data import load_locomo
@@ -26,21 +25,15 @@ from memory_chain.retrieval.search import MemorySearch
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 
 
-def _ms(since: float) -> float:
-    return (time.perf_counter() - since) * 1000
-
-
-def _p(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100)[q - 1]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--locomo", type=Path, default=DEFAULT)
-    parser.add_argument("--queries", type=int, default=300)
-    args = parser.parse_args()
-    samples, _ = load_locomo(args.locomo)
-    questions = [q.question for s in samples for q in s.questions][: args.queries]
+    args = parser(__doc__)
+    args.add_argument("--locomo", type=Path, default=DEFAULT)
+    args.add_argument("--queries", type=int, default=300)
+    options = args.parse_args()
+    bench = Run("visibility check")
+    print(bench.header())
+    samples, _ = load_locomo(options.locomo)
+    questions = [q.question for s in samples for q in s.questions][: options.queries]
     checked = MemorySearch._keep_visible
 
     def unchecked(*_args: Any) -> None:
@@ -48,28 +41,42 @@ def main() -> None:
 
     with ingested(samples, None, lambda *_: None, {}) as (manager, _numbers):
         search, store = manager.memory_search, manager.store
-        times: dict[str, list[float]] = {"with": [], "without": [], "warm": [], "cold": []}
-        for number, question in enumerate(questions * 2):
-            order = ("with", "without") if number % 2 else ("without", "with")
-            for variant in order:  # A and B take turns
-                MemorySearch._keep_visible = checked if variant == "with" else unchecked  # type: ignore[method-assign]
-                started = time.perf_counter()
-                search.find(question, user_id=EVAL_USER, limit=10)
-                times[variant].append(_ms(started))
+
+        def find(question: str) -> None:
+            search.find(question, user_id=EVAL_USER, limit=10)
+
+        def switch(name: str, _question: object) -> None:
+            MemorySearch._keep_visible = checked if name == "with" else unchecked  # type: ignore[method-assign]
+
+        try:
+            finds = alternate({"with": find, "without": find}, questions * 2, before=switch)
+        finally:
             MemorySearch._keep_visible = checked  # type: ignore[method-assign]
-            named = {
+
+        def conversations(question: str) -> set[str]:
+            return {
                 c.item.conversation_id for c in search.gather(question, user_id=EVAL_USER).items
             }
-            for cache in ("cold", "warm"):
-                if cache == "cold":
-                    store.statuses.clear()
-                started = time.perf_counter()
-                store.visible_conversations(EVAL_USER, named)
-                times[cache].append(_ms(started))
-    for name, values in times.items():
-        print(f"{name:>8}: p50 {statistics.median(values):7.3f} ms  p95 {_p(values, 95):7.3f} ms")
-    ratio = statistics.median(times["with"]) / statistics.median(times["without"])
-    print(f"find with the check / without, p50: {ratio:.3f} ({len(times['with'])} queries)")
+
+        named = [(question, conversations(question)) for question in questions * 2]
+
+        def visible(item: tuple[str, set[str]]) -> None:
+            store.visible_conversations(EVAL_USER, item[1])
+
+        def clear(name: str, _item: object) -> None:
+            if name == "cold":
+                store.statuses.clear()
+
+        # Cold first, then warm on the statuses the cold read left.
+        caches = alternate({"cold": visible, "warm": visible}, named, order="fixed", before=clear)
+    lines = ["find with the purge/archive check and without, A and B taking turns"]
+    lines += comparison_lines(finds, baseline="without", digits=3)
+    lines.append("the check alone (SQLStore.visible_conversations), status cache cold and warm")
+    lines += comparison_lines(caches, baseline="cold", digits=3)
+    ratio = finds.ratio("with", "without")
+    lines.append(f"find with the check / without, p50: {ratio:.3f} ({len(questions) * 2} queries)")
+    results = {"ms": {**finds.summaries(), **caches.summaries()}, "with_over_without_p50": ratio}
+    bench.finish(lines, options.json, results=results)
 
 
 if __name__ == "__main__":

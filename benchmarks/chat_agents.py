@@ -16,14 +16,12 @@ plumbing and the fake model are paid by an agent without memory too.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from chat_stack import REPLY, Request, Stack
-from harness import summarize
+from harness import Timings, summarize
 from langchain.agents import create_agent
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
@@ -32,10 +30,8 @@ from langchain_core.runnables import RunnableConfig
 from memory_chain.chat.models import ModelInfo
 from memory_chain.integrations.middleware import MemoryMiddleware
 
-clock = time.perf_counter_ns
-
-#: A timed operation of part 1: runs one request, returns its latency in ns.
-Measure = Callable[[Request], int]
+#: An operation of part 1, timed by :func:`harness.alternate`: runs one request.
+Measure = Callable[[Request], object]
 
 
 class FakeAgentModel(GenericFakeChatModel):
@@ -82,15 +78,11 @@ class Agents:
     def measures(self) -> tuple[tuple[str, Measure], ...]:
         """Part 1's measurements of the agents, by sample name."""
 
-        def agent(request: Request) -> int:
-            t0 = clock()
-            self.with_memory.invoke(agent_input(request), agent_config(request))
-            return clock() - t0
+        def agent(request: Request) -> object:
+            return self.with_memory.invoke(agent_input(request), agent_config(request))
 
-        def agent_bare(request: Request) -> int:
-            t0 = clock()
-            self.bare.invoke(agent_input(request), agent_config(request))
-            return clock() - t0
+        def agent_bare(request: Request) -> object:
+            return self.bare.invoke(agent_input(request), agent_config(request))
 
         return (("agent", agent), ("agent_bare", agent_bare))
 
@@ -105,16 +97,13 @@ def agent_config(request: Request) -> RunnableConfig:
     return {"configurable": {"thread_id": c.conversation_id, "user_id": c.user_id}}
 
 
-def middleware_figures(
-    samples_ns: dict[str, list[int]], chain_memory: dict[str, Any]
-) -> dict[str, Any]:
+def middleware_figures(timings: Timings, chain_memory: dict[str, Any]) -> dict[str, Any]:
     """The agents' latencies, memory's cost through the middleware (paired) and its ratio
     to memory's cost through the chain (``chain_memory``, from the same requests)."""
-    agent_ns = np.asarray(samples_ns["agent"]) - np.asarray(samples_ns["agent_bare"])
-    middleware = summarize([int(v) for v in agent_ns])
+    middleware = summarize(timings.differences("agent", "agent_bare"))
     return {
-        "agent_ms": summarize(samples_ns["agent"]),
-        "agent_no_middleware_ms": summarize(samples_ns["agent_bare"]),
+        "agent_ms": timings.summary("agent"),
+        "agent_no_middleware_ms": timings.summary("agent_bare"),
         "middleware_memory_overhead_ms": middleware,
         "middleware_over_chain_p50": middleware["p50"] / chain_memory["p50"],
         "middleware_over_chain_p95": middleware["p95"] / chain_memory["p95"],

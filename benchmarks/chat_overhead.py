@@ -21,6 +21,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from chat_stack import (
     fake_chat_model,
     settle,
 )
-from harness import progress, summarize
+from harness import alternate, progress, rotated, summarize, timed
 
 from memory_chain.chain import build_chat_chain
 from memory_chain.chat.budget import Budget, build_prompt
@@ -86,59 +87,47 @@ def paired_overhead(
     assert stack.services.vectors is not None
     embeddings = stack.services.vectors.embeddings
 
-    def chat(request: Request) -> int:
-        t0 = clock()
-        stack.chain.invoke({"input": request.question}, request.config)
-        return clock() - t0
+    def chat(request: Request) -> object:
+        return stack.chain.invoke({"input": request.question}, request.config)
 
-    def bare(request: Request) -> int:
-        t0 = clock()
-        null_chain.invoke({"input": request.question}, request.config)
-        return clock() - t0
+    def bare(request: Request) -> object:
+        return null_chain.invoke({"input": request.question}, request.config)
 
-    def embed(request: Request) -> int:
-        t0 = clock()
-        embeddings.embed_query(request.question)
-        return clock() - t0
+    def embed(request: Request) -> object:
+        return embeddings.embed_query(request.question)
 
-    measures: tuple[tuple[str, Measure], ...] = (
-        ("chat", chat),
-        ("bare", bare),
-        *agents.measures(),
-        ("embed", embed),
-    )
-    samples_ns: dict[str, list[int]] = {name: [] for name, _ in measures}
+    measures: dict[str, Measure] = {
+        "chat": chat,
+        "bare": bare,
+        **dict(agents.measures()),
+        "embed": embed,
+    }
     settle(stack.services)
-    gc.collect()
-    for i, request in enumerate(requests):
-        shift = i % len(measures)
-        for name, measure in measures[shift:] + measures[:shift]:
-            if settle_each:
-                settle(stack.services)
-            samples_ns[name].append(measure(request))
-    chat_ns, embed_ns = samples_ns["chat"], samples_ns["embed"]
-    memory_ns = np.asarray(chat_ns) - np.asarray(samples_ns["bare"])
-    chat_stats, embed_stats = summarize(chat_ns), summarize(embed_ns)
-    memory_stats = summarize([int(v) for v in memory_ns])
+
+    def settled(_name: str, _request: Request) -> None:
+        settle(stack.services)
+
+    timings = alternate(measures, requests, before=settled if settle_each else None)
+    memory_ns = timings.differences("chat", "bare")
+    chat_stats, embed_stats = timings.summary("chat"), timings.summary("embed")
+    memory_stats = summarize(memory_ns)
     by_profile = {
         str(size): summarize(
-            [int(v) for v, r in zip(memory_ns, requests, strict=True) if r.facts == size]
+            [v for v, r in zip(memory_ns, requests, strict=True) if r.facts == size]
         )
         for size in sorted({r.facts for r in requests})
     }
     return {
         "memory_overhead_by_profile_ms": by_profile,
         "chat_ms": chat_stats,
-        "chain_no_memory_ms": summarize(samples_ns["bare"]),
+        "chain_no_memory_ms": timings.summary("bare"),
         "memory_overhead_ms": memory_stats,
         "embed_query_ms": embed_stats,
         "memory_p95_over_embed_p95": memory_stats["p95"] / embed_stats["p95"],
         "chat_p95_over_embed_p95": chat_stats["p95"] / embed_stats["p95"],
         "chat_p50_over_embed_p50": chat_stats["p50"] / embed_stats["p50"],
-        "median_paired_difference_ms": float(
-            np.median(np.asarray(chat_ns) - np.asarray(embed_ns)) / 1e6
-        ),
-        **middleware_figures(samples_ns, memory_stats),
+        "median_paired_difference_ms": float(np.median(timings.differences("chat", "embed")) / 1e6),
+        **middleware_figures(timings, memory_stats),
     }
 
 
@@ -173,8 +162,7 @@ class Breakdown:
         ]
         gc.collect()
         for i, request in enumerate(requests):
-            shift = i % len(operations)
-            for operation in operations[shift:] + operations[:shift]:
+            for operation in rotated(operations, i):
                 settle(self.stack.services)
                 operation(request)
         self.pool.shutdown()
@@ -187,27 +175,16 @@ class Breakdown:
         context = self.manager.retrieve(c.conversation_id, c.user_id, request.question)
         self.samples["retrieve"].append(clock() - t0)
         self.samples[f"retrieve_{request.facts}_facts"].append(self.samples["retrieve"][-1])
-        t0 = clock()
-        built = build_prompt(
-            system="",
-            context=context,
-            message=request.question,
-            budget=self.budget,
-            counter=self.counter,
-        )
-        self.samples["budget"].append(clock() - t0)
+        build = partial(
+            build_prompt, system="", context=context, message=request.question,
+            budget=self.budget, counter=self.counter,
+        )  # fmt: skip
+        nanoseconds, built = timed(build)
+        self.samples["budget"].append(nanoseconds)
         clear = getattr(self.counter, "clear_cache", None)
         if clear is not None:  # the same prompt with no count cached
             clear()
-            t0 = clock()
-            build_prompt(
-                system="",
-                context=context,
-                message=request.question,
-                budget=self.budget,
-                counter=self.counter,
-            )
-            self.samples["budget_cold"].append(clock() - t0)
+            self.samples["budget_cold"].append(timed(build)[0])
         t0 = clock()
         for _ in self.stack.llm.stream(built.messages):
             pass

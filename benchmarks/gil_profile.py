@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import table
+
 #: (category, pattern of a frame "function (file:line)"), the first match from the leaf out.
 CATEGORIES = [
     (
@@ -76,15 +78,14 @@ def report(path: Path, requests: int, rate: int = 100) -> list[str]:
     lines = [
         f"GIL held {total / rate:.1f} s in {requests} requests: "
         f"{total * per_request:.1f} ms per request ({path.name})",
-        f"  {'by what the code does':<32} {'ms/req':>7} {'share':>6}",
     ]
-    for name, samples in categories.most_common():
-        share = 100 * samples / max(total, 1)
-        lines.append(f"  {name:<32} {samples * per_request:>7.2f} {share:>5.1f}%")
-    lines.append(f"  {'by thread':<32} {'ms/req':>7}")
-    for name, samples in threads.most_common(8):
-        lines.append(f"  {name:<32} {samples * per_request:>7.2f}")
-    return lines
+    by_code = [
+        (name, round(samples * per_request, 2), f"{100 * samples / max(total, 1):.1f}%")
+        for name, samples in categories.most_common()
+    ]
+    lines += table(("by what the code does", "ms/req", "share"), by_code)
+    by_thread = [(name, round(n * per_request, 2)) for name, n in threads.most_common(8)]
+    return lines + table(("by thread", "ms/req"), by_thread)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,11 +16,11 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
-from harness import progress, summarize
-from processes import postgres_database
+from harness import alternate, postgres_database, progress, stats_cells, table
 from sqlalchemy import Engine, text
 from vectors_engines import batch_figures
 
@@ -194,28 +194,37 @@ def calibrate(
     result: dict[str, Any] = {}
     for size in sizes:
         where = VectorFilter(user_id=calibration_user(size))
-        samples: dict[str, list[int]] = {"exact": [], "hnsw": []}
-        recall = []
         vectors = clustered_vectors(queries + 3, rng, dimension)
-        for number, vector in enumerate(vectors):
-            query = vector.tolist()
-            order = (exact, hnsw) if number % 2 == 0 else (hnsw, exact)
-            found: dict[int, set[str]] = {}
-            for index in order:
-                t0 = time.perf_counter_ns()
-                hits = index.search(query, where, k)
-                elapsed = time.perf_counter_ns() - t0
-                found[id(index)] = {hit.id for hit in hits}
-                if number >= 3:  # warm-up
-                    samples["exact" if index is exact else "hnsw"].append(elapsed)
-            if number >= 3:
-                truth = found[id(exact)]
-                recall.append(len(truth & found[id(hnsw)]) / max(1, len(truth)))
-        entry = {name: summarize(values) for name, values in samples.items()}
-        entry["hnsw_recall_at_k"] = float(np.mean(recall))
-        entry["hnsw_over_exact_p50"] = entry["hnsw"]["p50"] / entry["exact"]["p50"]
-        result[str(size)] = entry
+        result[str(size)] = _exact_against_hnsw(exact, hnsw, where, vectors, k)
     return result
+
+
+def _exact_against_hnsw(
+    exact: PgVectorIndex, hnsw: PgVectorIndex, where: VectorFilter, vectors: Any, k: int
+) -> dict[str, Any]:
+    """Exact and HNSW searches of each vector, taking turns (3 warm up); HNSW's recall."""
+    found: dict[str, set[str]] = {}
+    recall: list[float] = []
+
+    def search(index: PgVectorIndex, vector: Any) -> set[str]:
+        return {hit.id for hit in index.search(vector.tolist(), where, k)}
+
+    def keep(name: str, _vector: object, hits: set[str]) -> None:
+        found[name] = hits
+        if len(found) == 2:  # both searches of this vector: HNSW against exact
+            truth = found.pop("exact")
+            recall.append(len(truth & found.pop("hnsw")) / max(1, len(truth)))
+
+    timings = alternate(
+        {"exact": partial(search, exact), "hnsw": partial(search, hnsw)},
+        vectors,
+        warmup=3,
+        after=keep,
+    )
+    entry: dict[str, Any] = timings.summaries()
+    entry["hnsw_recall_at_k"] = float(np.mean(recall[3:]))
+    entry["hnsw_over_exact_p50"] = timings.ratio("hnsw", "exact")
+    return entry
 
 
 def calibration_lines(calibration: dict[str, Any], total: int, k: int) -> list[str]:
@@ -223,13 +232,12 @@ def calibration_lines(calibration: dict[str, Any], total: int, k: int) -> list[s
         f"  -- exact vs HNSW (iterative scans) by scope size, clustered vectors (cosine ~0.7 "
         f"to one of {CLUSTERS} centres), in a table of {total:,} points (top-{k}, ms; the "
         "limit between them is PgVectorIndex.exact_limit)",
-        f"  {'points in scope':>16} {'exact p50':>10} {'exact p95':>10} {'hnsw p50':>9} "
-        f"{'hnsw p95':>9} {'hnsw recall':>12} {'hnsw/exact':>11}",
     ]
-    for size, entry in calibration.items():
-        lines.append(
-            f"  {int(size):>16,} {entry['exact']['p50']:>10.2f} {entry['exact']['p95']:>10.2f} "
-            f"{entry['hnsw']['p50']:>9.2f} {entry['hnsw']['p95']:>9.2f} "
-            f"{entry['hnsw_recall_at_k']:>12.3f} {entry['hnsw_over_exact_p50']:>10.2f}x"
-        )
-    return lines
+    headers = ("points in scope", "exact p50", "exact p95", "hnsw p50", "hnsw p95")
+    rows = [
+        (int(size), *stats_cells(entry["exact"], ("p50", "p95")),
+         *stats_cells(entry["hnsw"], ("p50", "p95")), f"{entry['hnsw_recall_at_k']:.3f}",
+         f"{entry['hnsw_over_exact_p50']:.2f}x")
+        for size, entry in calibration.items()
+    ]  # fmt: skip
+    return lines + table((*headers, "hnsw recall", "hnsw/exact"), rows)

@@ -12,11 +12,10 @@ advisory lock a consolidation takes.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
-from harness import stats_header, stats_row, summarize
+from harness import alternate, stats_header, stats_row
 
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn
@@ -67,17 +66,12 @@ def measure(url: str, samples: int, seed: int) -> dict[str, Any]:
         "retrieve": request,
         "consolidation_lock": lock,
     }
-    timings: dict[str, list[int]] = {name: [] for name in kinds}
-    for number in range(samples):
-        conversation = rng.choice(ids)
-        order = list(kinds) if number % 2 == 0 else list(reversed(kinds))
-        for name in order:
-            t0 = time.perf_counter_ns()
-            kinds[name](conversation)
-            timings[name].append(time.perf_counter_ns() - t0)
+    # The first tenth of the reads warm up; the kinds take turns, reversed every other read.
+    chosen = [rng.choice(ids) for _ in range(samples)]
+    timings = alternate(kinds, chosen, warmup=samples // 10, order="reverse")
     manager.close()
     engine.dispose()
-    result = {name: summarize(values[samples // 10 :]) for name, values in timings.items()}
+    result: dict[str, Any] = timings.summaries()
     check = result["tier1_checked"]["p50"] - result["tier1_unchecked"]["p50"]
     result["check_cost_p50_ms"] = check
     result["check_share_of_retrieve_p50"] = check / result["retrieve"]["p50"]

@@ -25,18 +25,23 @@ import asyncio
 import contextlib
 import os
 import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-import httpx
 import psutil
-from harness import fmt, progress, summarize
+from harness import (
+    alternated,
+    memory_chain_server,
+    postgres_database,
+    progress,
+    summarize,
+    table,
+    wait_for_backfill,
+)
 from loadgen import StubOllama, check_conversations, run_clients
-from processes import memory_chain_server, postgres_database
 
 USER = "scale-user"
 #: ``--quick``: a smoke run of the throughput part, and a shorter check.
@@ -73,10 +78,6 @@ def _cpu_seconds(pids: Sequence[int]) -> float:
         times = psutil.Process(pid).cpu_times()
         total += times.user + times.system
     return total
-
-
-def _queued(url: str) -> int:
-    return int(httpx.get(f"{url}/health", timeout=30).json()["tier3"]["queued_turns"])
 
 
 def _points(database_url: str) -> tuple[int, int]:
@@ -119,11 +120,7 @@ def run_one(settings: Settings, setup: str, llm_url: str, database_url: str) -> 
         cpu = _cpu_seconds(pids) - cpu_before
         after, load = psutil.cpu_times(), os.getloadavg()[0]
         idle = (after.idle - machine.idle) / max(sum(after) - sum(machine), 1e-9)
-        backlog = _queued(urls[0])
-        began = time.perf_counter()
-        while _queued(urls[0]) and time.perf_counter() - began < 300:
-            time.sleep(0.2)
-        drain = time.perf_counter() - began
+        drain = wait_for_backfill(urls[0], timeout=300, poll=0.2)
         check = check_conversations(urls[-1], USER, dict(outcome.acknowledged))
         problems = [p for server in servers for p in server.log_problems()]
     requests = sum(len(texts) for texts in outcome.acknowledged.values())
@@ -138,8 +135,8 @@ def run_one(settings: Settings, setup: str, llm_url: str, database_url: str) -> 
         "seconds": outcome.seconds,
         "requests_per_second": requests / outcome.seconds if outcome.seconds else 0.0,
         "latency_ms": summarize(outcome.latencies_ns),
-        "backlog_at_end": backlog,
-        "drain_seconds": drain,
+        "backlog_at_end": drain["queued_at_end_of_load"],
+        "drain_seconds": drain["drain_seconds"],
         "server_cpu_ms_per_request": 1000 * cpu / max(requests, 1),
         "machine_cpu_busy": 1.0 - idle,
         "load_average_1m": load,
@@ -157,8 +154,7 @@ def run(settings: Settings, server_url: str, started: float) -> dict[str, list[d
     results: dict[str, list[dict[str, Any]]] = {setup: [] for setup in settings.setups}
     with StubOllama() as stub:
         for number in range(settings.rounds):
-            order = list(settings.setups) if number % 2 == 0 else list(reversed(settings.setups))
-            for setup in order:
+            for setup in alternated(settings.setups, number):
                 progress(f"throughput round {number + 1}: {setup} replica(s)", started)
                 with postgres_database(server_url) as database_url:
                     results[setup].append(run_one(settings, setup, stub.url, database_url))
@@ -185,21 +181,26 @@ def report(results: dict[str, list[dict[str, Any]]], settings: Settings) -> list
     lines = [
         f"== chat throughput: {settings.clients} clients x {settings.turns} requests over "
         f"{settings.conversations} conversations, {settings.rounds} round(s); medians ==",
-        f"  {'replicas':>10} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'errors':>6} "
-        f"{'backlog':>8} {'drain s':>8} {'cpu ms/req':>11} {'busy':>5} {'load':>5} {'checks':>7}",
     ]
+    columns = {
+        "req/s": ("requests_per_second",),
+        "p50 ms": ("latency_ms", "p50"),
+        "p95 ms": ("latency_ms", "p95"),
+        "backlog": ("backlog_at_end",),
+        "drain s": ("drain_seconds",),
+        "cpu ms/req": ("server_cpu_ms_per_request",),
+        "busy %": ("machine_cpu_busy",),
+        "load": ("load_average_1m",),
+    }
+    rows = []
     for setup, runs in results.items():
-        lines.append(
-            f"  {setup:>10} {_median(runs, 'requests_per_second'):>7.1f} "
-            f"{fmt(_median(runs, 'latency_ms', 'p50')):>8} "
-            f"{fmt(_median(runs, 'latency_ms', 'p95')):>8} "
-            f"{sum(r['errors'] for r in runs):>6} {_median(runs, 'backlog_at_end'):>8.0f} "
-            f"{_median(runs, 'drain_seconds'):>8.1f} "
-            f"{_median(runs, 'server_cpu_ms_per_request'):>11.1f} "
-            f"{_median(runs, 'machine_cpu_busy'):>5.0%} "
-            f"{_median(runs, 'load_average_1m'):>5.1f} "
-            f"{'ok' if all(r['ok'] for r in runs) else 'FAILED':>7}"
-        )
+        medians = {name: _median(runs, *path) for name, path in columns.items()}
+        medians["busy %"] *= 100
+        errors = sum(r["errors"] for r in runs)
+        checks = "ok" if all(r["ok"] for r in runs) else "FAILED"
+        rows.append((setup, *medians.values(), errors, checks))
+    lines += table(("replicas", *columns, "errors", "checks"), rows, digits=1)
+    for runs in results.values():
         for run_ in runs:
             lines.extend(f"    {p}" for p in run_["contiguity"]["problems"][:5])
             lines.extend(f"    error: {e}" for e in run_["error_examples"][:3])

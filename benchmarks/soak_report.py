@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import fmt
+from harness import fmt, second_half, stats_cells, table
 
 
 def bounded(
@@ -29,9 +29,7 @@ def bounded(
             (``bench_index_memory.py``): the data it keeps in RAM, which grows with what is
             stored; ``None`` leaves it in.
     """
-    last = samples[-1]
-    half_turns = last["turns"] / 2
-    middle = min(samples, key=lambda s: abs(s["turns"] - half_turns))
+    middle, last = second_half(samples, "turns")
     growth = last["rss_mb"] - middle["rss_mb"]
     allowed = max(0.05 * middle["rss_mb"], 25.0)
     peak = max(s["rss_mb"] for s in samples)
@@ -108,23 +106,21 @@ def report(result: dict[str, Any], settings: Any) -> list[str]:
         f"== soak: {result['turns_stored']:,} of {settings.turns:,} turns over "
         f"{settings.conversations:,} conversations, {settings.clients} clients, "
         f"tier-1 cap {cap} ==",
-        f"  {'turns':>8} {'time s':>8} {'RSS MB':>8} {'anon MB':>8} {'file MB':>8} "
-        f"{'tier-3 queue':>13} {'tier-1 convs':>13} {'p50 ms':>8} {'p95 ms':>8}",
     ]
     samples = result["samples"]
-    table = [samples[0]]
+    shown = [samples[0]]
     for boundary in range(settings.table_every, samples[-1]["turns"] + 1, settings.table_every):
-        table.append(next(s for s in samples if s["turns"] >= boundary))
-    if table[-1]["turns"] != samples[-1]["turns"]:
-        table.append(samples[-1])
-    for s in table:
-        lat = s.get("latency_ms", {})
-        lines.append(
-            f"  {s['turns']:>8,} {s['seconds']:>8.0f} {s['rss_mb']:>8.0f} "
-            f"{fmt(s.get('anon_mb')):>8} {fmt(s.get('file_mb')):>8} {s['queued_turns']:>13,} "
-            f"{s['tier1_conversations']:>13,} "
-            f"{fmt(lat.get('p50')):>8} {fmt(lat.get('p95')):>8}"
-        )
+        shown.append(next(s for s in samples if s["turns"] >= boundary))
+    if shown[-1]["turns"] != samples[-1]["turns"]:
+        shown.append(samples[-1])
+    headers = ("turns", "time s", "RSS MB", "anon MB", "file MB", "tier-3 queue", "tier-1 convs")
+    rows = [
+        (s["turns"], round(s["seconds"]), round(s["rss_mb"]), s.get("anon_mb"), s.get("file_mb"),
+         s["queued_turns"], s["tier1_conversations"],
+         *stats_cells(s.get("latency_ms", {}), ("p50", "p95")))
+        for s in shown
+    ]  # fmt: skip
+    lines += table((*headers, "p50 ms", "p95 ms"), rows)
     drain = result["drain"]
     lines.append(
         f"  backfill after the clients stopped: {drain['queued_at_start']:,} queued turns, "

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from corpus import ZipfCorpus
-from harness import progress, summarize
+from harness import progress, summarize, time_calls
 
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import BufferChatMessageHistory, TurnBuffer
@@ -27,36 +27,6 @@ from memory_chain.tiers.sql import SQLStore
 USERS = 100
 BUFFER_TURNS = 10
 BUFFER_CONVERSATIONS = 1_000
-
-
-def timer_overhead_ns() -> float:
-    """The median cost of one ``perf_counter_ns`` pair (it is inside every sample)."""
-    clock = time.perf_counter_ns
-    samples = []
-    for _ in range(10_000):
-        start = clock()
-        samples.append(clock() - start)
-    return float(np.median(samples))
-
-
-def time_calls(
-    calls: Sequence[Callable[[], Any]], max_seconds: float, check: Callable[[Any], None] | None
-) -> tuple[list[int], float]:
-    """Time each call separately; stop early after ``max_seconds`` of wall time."""
-    clock = time.perf_counter_ns
-    samples: list[int] = []
-    deadline = clock() + int(max_seconds * 1e9)
-    began = clock()
-    for call in calls:
-        start = clock()
-        result = call()
-        end = clock()
-        samples.append(end - start)
-        if check is not None:
-            check(result)
-        if end > deadline:
-            break
-    return samples, (clock() - began) / 1e9
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from corpus import chat_sentences, questions, turn_point
-from harness import progress, summarize
+from harness import alternate, alternated, progress, summarize, timed
 from vectors_engines import INGEST_BATCH, INGEST_USER, USERS, Engine, K, Settings, user_name
 
 from memory_chain.tiers.vectors.embeddings import LocalEmbeddings
@@ -62,7 +62,7 @@ def paired_round(
     raw_seconds = pipeline_seconds = upsert_seconds = flush_seconds = 0.0
     clock = time.perf_counter
     for number, (chunk_turns, chunk_texts) in enumerate(chunks):
-        for step in (0, 1) if number % 2 == 0 else (1, 0):
+        for step in alternated((0, 1), number):
             if step == 0:
                 t0 = clock()
                 model.embed_documents(chunk_texts)
@@ -104,8 +104,7 @@ def bench_ingestion(edge: Engine, settings: Settings, started: float) -> dict[st
     }
     gc.collect()
     for round_ in range(settings.ingest_rounds):
-        thread_order = (1, 2) if round_ % 2 == 0 else (2, 1)
-        for threads in thread_order:
+        for threads in alternated((1, 2), round_):
             tag = f"r{round_}-t{threads}"
             runs[threads]["paired"].append(paired_round(edge, models[threads], chunks, tag))
             if round_ == 0:  # information only: once per thread setting keeps the run short
@@ -180,51 +179,34 @@ def bench_retrieval(edge: Engine, settings: Settings) -> dict[str, Any]:
     for model in models.values():
         for text in texts[:10]:
             model.embed_query(text)
-    clock = time.perf_counter_ns
-    embed_ns: dict[int, list[int]] = {1: [], 2: []}
-    retrieval_ns: list[int] = []
     search_part_ns: list[int] = []
     hits_seen: list[int] = []
 
-    def embed_only(threads: int, text: str) -> None:
-        t0 = clock()
-        models[threads].embed_query(text)
-        embed_ns[threads].append(clock() - t0)
-
-    def retrieve(text: str, user: str) -> None:
-        t0 = clock()
+    def retrieve(item: tuple[str, str]) -> None:
+        text, user = item
         vector = models[1].embed_query(text)
-        t1 = clock()
-        hits = edge.index.search(vector, VectorFilter(user_id=user), K)
-        t2 = clock()
-        retrieval_ns.append(t2 - t0)
-        search_part_ns.append(t2 - t1)
+        searched, hits = timed(edge.index.search, vector, VectorFilter(user_id=user), K)
+        search_part_ns.append(searched)
         hits_seen.append(len(hits))
 
     # Embedding alone and retrieval alternate, on the same text, at 1 thread (the default).
-    timed = list(zip(texts[20:], users[20:], strict=True))
-    gc.collect()
-    for i, (text, user) in enumerate(timed):
-        if i % 2 == 0:
-            embed_only(1, text)
-            retrieve(text, user)
-        else:
-            retrieve(text, user)
-            embed_only(1, text)
+    asked = list(zip(texts[20:], users[20:], strict=True))
+    variants = {"embed": lambda item: models[1].embed_query(item[0]), "retrieval": retrieve}
+    timings = alternate(variants, asked, order="reverse")
     # Then, for information, embedding alone at 2 threads (a separate phase: under load it
     # can be much slower, and it would disturb the samples above).
-    for text, _ in timed[: max(10, len(timed) // 3)]:
-        embed_only(2, text)
+    later = [text for text, _ in asked[: max(10, len(asked) // 3)]]
+    two_threads = alternate({"2": models[2].embed_query}, later).samples["2"]
     models[1].embed_query("reset torch threads to the default")
 
-    embed = summarize(embed_ns[1])
-    retrieval = summarize(retrieval_ns)
+    embed = timings.summary("embed")
+    retrieval = timings.summary("retrieval")
     return {
         "embed_query_ms": embed,
-        "embed_query_2_threads_ms": summarize(embed_ns[2]),
+        "embed_query_2_threads_ms": summarize(two_threads),
         "retrieval_ms": retrieval,
         "search_part_ms": summarize(search_part_ns),
         "retrieval_p95_over_embed_p95": retrieval["p95"] / embed["p95"],
         "mean_hits": float(np.mean(hits_seen)),
-        "example_query": timed[0][0],
+        "example_query": asked[0][0],
     }

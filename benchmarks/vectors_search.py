@@ -10,15 +10,13 @@ between blocks of the others' queries.
 
 from __future__ import annotations
 
-import gc
 import math
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from harness import summarize
+from harness import Timings, alternate, alternated, summarize, timed
 from vectors_engines import (
     CONVERSATIONS,
     USERS,
@@ -131,36 +129,33 @@ def bench_search(
         engine.index.search(queries[0].vector, queries[0].where, K)
 
     tallies = {engine.name: SearchTally() for engine in engines}
-    clock = time.perf_counter_ns
-    timed = queries[warmup:]
+    timings = Timings()
+    timed_queries = queries[warmup:]
     rounds = max(1, len(local_queries))
-    per_round = math.ceil(len(timed) / rounds)
-    gc.collect()
+    per_round = math.ceil(len(timed_queries) / rounds)
+
+    def searcher(engine: Engine) -> Callable[[Query], list[VectorHit]]:
+        return lambda query: engine.index.search(query.vector, query.where, K)
+
+    def check(name: str, query: Query, hits: list[VectorHit]) -> None:
+        check_hits(data, query, hits, tallies[name])
+
+    every = {engine.name: searcher(engine) for engine in full}
     for round_ in range(rounds):
-        block = timed[round_ * per_round : (round_ + 1) * per_round]
-        for number, query in enumerate(block):
-            for engine in full if number % 2 == 0 else reversed(full):
-                t0 = clock()
-                hits = engine.index.search(query.vector, query.where, K)
-                tallies[engine.name].samples_ns.append(clock() - t0)
-                check_hits(data, query, hits, tallies[engine.name])
+        block = timed_queries[round_ * per_round : (round_ + 1) * per_round]
+        alternate(every, block, order="reverse", after=check, into=timings)
         if round_ < len(local_queries):
-            query = local_queries[round_]
-            order = locals_ if round_ % 2 == 0 else list(reversed(locals_))
-            for engine in order:
-                t0 = clock()
-                hits = engine.index.search(query.vector, query.where, K)
-                tallies[engine.name].samples_ns.append(clock() - t0)
-                check_hits(data, query, hits, tallies[engine.name])
+            local = {engine.name: searcher(engine) for engine in alternated(locals_, round_)}
+            alternate(local, [local_queries[round_]], order="fixed", after=check, into=timings)
+    for name, tally in tallies.items():
+        tally.samples_ns = timings.samples.get(name, [])
 
     # The physical reference: exact numpy search over prebuilt member lists.
     numpy_ns = []
-    for query in timed[: min(len(timed), 500)]:
+    for query in timed_queries[:500]:
         members = members_of(data, query)
         vector = np.asarray(query.vector, np.float32)
-        t0 = clock()
-        exact_top(data, members, vector)
-        numpy_ns.append(clock() - t0)
+        numpy_ns.append(timed(exact_top, data, members, vector)[0])
 
     result: dict[str, Any] = {name: tally.summary() for name, tally in tallies.items()}
     result["numpy_exact"] = summarize(numpy_ns)
@@ -171,6 +166,6 @@ def bench_search(
             local_p50 / edge_p50 if local_p50 is not None and edge_p50 else None
         )
     result["matching_points_per_query"] = float(
-        np.mean([len(members_of(data, q)) for q in timed[:100]])
+        np.mean([len(members_of(data, q)) for q in timed_queries[:100]])
     )
     return result

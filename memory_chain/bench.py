@@ -98,7 +98,7 @@ def benchmarks_dir() -> Path:
         InvalidInputError: If memory_chain is not installed from a source checkout.
     """
     folder = Path(__file__).resolve().parent.parent / "benchmarks"
-    if not (folder / "harness.py").exists():
+    if not (folder / "harness" / "__init__.py").exists():
         raise InvalidInputError(
             "`memory-chain bench` needs a source checkout: the benchmarks are the scripts of "
             f"the repository's benchmarks/ folder, which an installed package does not ship "

@@ -1,20 +1,8 @@
-"""What every benchmark shares: statistics, verdicts, tables, the environment, settings, JSON.
+"""A benchmark run: its header, progress lines, command line, settings and JSON file.
 
-The benchmarks are scripts run from the repository root (``python benchmarks/bench_x.py``);
-Python puts the script's folder first on the import path, so they import this module as
-``harness``. A benchmark is a :class:`Run`: it prints a header naming the machine and the
-package versions, reports progress on stderr, prints its figures with :func:`stats_row` and
-:func:`goal_line`, and writes every figure with :meth:`Run.write_json`, where
-``memory-chain bench`` reads the ``verdicts``.
-
-Example::
-
-    run = Run("tier", packages=("SQLAlchemy",))
-    print(run.header())
-    stats = summarize([1_200_000, 1_350_000, 980_000])  # nanoseconds -> ms
-    print(stats_row("append", stats))
-    print(goal_line("append p95", fmt(stats["p95"]), "<= 2 ms", verdict(stats["p95"], 2, False)))
-    run.write_json(path, results={"append_ms": stats}, verdicts={"append": "ok"})
+A run prints a header naming the machine and the package versions, reports progress on
+stderr, and at the end prints its report lines and writes every figure as JSON
+(:meth:`Run.finish`), where ``memory-chain bench`` reads the ``verdicts``.
 """
 
 from __future__ import annotations
@@ -23,118 +11,16 @@ import argparse
 import dataclasses
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-import psutil
-
-MB = 1024 * 1024
-
 S = TypeVar("S")
-
-
-# -- statistics -----------------------------------------------------------------------------
-
-
-def summarize(samples_ns: Sequence[float], unit: str = "ms") -> dict[str, Any]:
-    """n, p50, p95, p99, mean and max of nanosecond samples, in ``unit`` ("ms" or "us")."""
-    if not len(samples_ns):
-        return {"n": 0, "unit": unit}
-    scale = 1e3 if unit == "us" else 1e6
-    values = np.asarray(samples_ns, dtype=np.float64) / scale
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "n": len(values),
-        "unit": unit,
-        "p50": float(p50),
-        "p95": float(p95),
-        "p99": float(p99),
-        "mean": float(values.mean()),
-        "max": float(values.max()),
-    }
-
-
-def verdict(value: float | None, goal: float, higher_is_better: bool) -> str:
-    """ "ok", "MISSED" or "n/a" (no figure) for a figure against its goal."""
-    if value is None or math.isnan(value):
-        return "n/a"
-    ok = value >= goal if higher_is_better else value <= goal
-    return "ok" if ok else "MISSED"
-
-
-# -- tables ---------------------------------------------------------------------------------
-
-
-def fmt(value: float | None, digits: int = 2) -> str:
-    """A figure for a table: thousands separators from 100 up, "-" when missing."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
-
-def goal_line(label: str, value: str, goal: str, ok: str) -> str:
-    """One line of a figure, its goal and its verdict."""
-    return f"  {label:<58} {value:>18}   goal {goal:<12} {ok}"
-
-
-def stats_header(
-    label: str, columns: Sequence[str] = ("p50", "p95", "p99", "max"), width: int = 58
-) -> str:
-    """The header of a table of :func:`stats_row` rows."""
-    return f"  {label:<{width}} {'n':>6} " + " ".join(f"{column:>8}" for column in columns)
-
-
-def stats_row(
-    label: str,
-    stats: Mapping[str, Any],
-    columns: Sequence[str] = ("p50", "p95", "p99", "max"),
-    width: int = 58,
-    digits: int = 2,
-) -> str:
-    """One row of latencies: the label, the sample count, then ``columns`` of ``stats``."""
-    figures = " ".join(f"{fmt(stats.get(column), digits):>8}" for column in columns)
-    return f"  {label:<{width}} {stats['n']:>6,} {figures}"
-
-
-# -- memory ---------------------------------------------------------------------------------
-
-
-def rss_mb(pid: int | None = None) -> float:
-    """Resident memory (VmRSS) of this process or of ``pid``, in MB."""
-    return float(psutil.Process(pid).memory_info().rss) / MB
-
-
-def memory_mb(pid: int | str = "self") -> dict[str, float]:
-    """VmRSS and its parts from ``/proc/<pid>/status``, in MB (Linux; VmRSS alone elsewhere).
-
-    ``anon`` (``RssAnon``) is the heap, what a leak grows; ``file`` (``RssFile``) is file
-    pages mapped in, such as the embedded vector index's segments, which the kernel can drop
-    under pressure.
-    """
-    fields = {"VmRSS": "rss", "RssAnon": "anon", "RssFile": "file", "RssShmem": "shmem"}
-    found: dict[str, float] = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in fields:
-                found[fields[key]] = int(value.split()[0]) / 1024  # kB
-    except OSError:
-        pass
-    if "rss" not in found:
-        found["rss"] = rss_mb(None if pid == "self" else int(pid))
-    return found
-
-
-# -- a run: environment, progress, settings, JSON -------------------------------------------
+R = TypeVar("R")
 
 
 def versions(packages: Sequence[str]) -> dict[str, str]:
@@ -233,6 +119,48 @@ class Run:
             payload[name] = dataclasses.asdict(value) if is_settings else value
         path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         print(f"figures written to {path}")
+
+
+def run_and_report(
+    title: str,
+    json_path: Path | None,
+    settings: S,
+    measure: Callable[[S, Run], R],
+    report: Callable[[R, S], Sequence[str]],
+    *,
+    packages: Sequence[str] = (),
+    intro: str | None = None,
+    verdicts: Callable[[R], Mapping[str, str]] | None = None,
+    **sections: Any,
+) -> R:
+    """A whole benchmark run: header, measurement, report, JSON.
+
+    Args:
+        title: What is benchmarked, for the header.
+        json_path: Where every figure goes (``--json``); nothing is written when None.
+        settings: The run's settings (written as the JSON's ``settings`` unless None).
+        measure: Measures, given the settings and the :class:`Run` (``run.started``,
+            ``run.progress``).
+        report: The report's lines, from what ``measure`` returned and the settings.
+        packages: Packages whose versions the header and the JSON name.
+        intro: A line printed after the header (the settings in words).
+        verdicts: Each goal's "ok"/"MISSED", from what ``measure`` returned.
+        **sections: More JSON sections (``settings=``, ``goals=``...), written first.
+
+    Returns:
+        What ``measure`` returned (its ``results`` section in the JSON).
+    """
+    bench = Run(title, packages)
+    print(bench.header(), flush=True)
+    if intro:
+        print(intro + "\n", flush=True)
+    result = measure(settings, bench)
+    if settings is not None:
+        sections = {"settings": settings, **sections}
+    if verdicts is not None:
+        sections["verdicts"] = verdicts(result)
+    bench.finish(report(result, settings), json_path, **sections, results=result)
+    return result
 
 
 def parser(doc: str | None, *, quick: str | None = None) -> argparse.ArgumentParser:

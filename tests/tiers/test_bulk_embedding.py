@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from qdrant_client import QdrantClient
 from memory_chain.config import MemorySettings
 from memory_chain.schemas import NewTurn
 from memory_chain.services import build_embeddings
-from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
+from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.onnx_embeddings import OnnxEmbeddings
@@ -96,14 +95,6 @@ class Recording(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
-
-
-@pytest.fixture
-def queued_store(tmp_path: Path) -> Iterator[SQLStore]:
-    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
-    upgrade(engine)
-    yield SQLStore(engine, queue_embeddings=True)
-    engine.dispose()
 
 
 def test_a_bulk_drain_uses_the_bulk_model_in_bulk_batches(

@@ -26,7 +26,8 @@ The embedding model alone is timed first, on the texts tier 3 embeds
 of the file's turns (the same texts the end-to-end runs embed, each ``--turns / passes``
 times; ``--alone-texts N``: its first N). Reported:
 end-to-end turns/s and the embedding alone's sentences/s (total, and the median per-chunk
-ratio after/before, which machine load colours alike on both sides), the store's share,
+ratio after/before, which machine load colours alike on both sides; and, for information,
+int8 weights with the after settings), the store's share,
 and the load average. Goal: ``--turns`` searchable in under 300 s with ``after``.
 """
 
@@ -159,9 +160,12 @@ def end_to_end(sessions: Sequence[Session], *, bulk: bool, run: Run) -> dict[str
 def embedding_alone(texts: list[str], chunk: int) -> dict[str, Any]:
     """Sentences/s of the before and after embedding settings, alternating chunk by chunk."""
     settings = MemorySettings()
+    int8 = settings.model_copy(update={"embedding_quantization": "int8"})
     models: dict[str, Any] = {
         "before": build_embeddings(settings),
         "after": build_embeddings(settings, bulk=True),
+        # For information (int8 is not the default: it moves recall; docs/tier3-vectors.md).
+        "after-int8": build_embeddings(int8, bulk=True),
     }
     runs: dict[str, Callable[[list[str]], Any]] = {
         # What each path's drain does with a batch: 64 or 256 turns per call.
@@ -171,25 +175,31 @@ def embedding_alone(texts: list[str], chunk: int) -> dict[str, Any]:
         "after": lambda part: [
             models["after"].embed_documents(part[i : i + 256]) for i in range(0, len(part), 256)
         ],
+        "after-int8": lambda part: [
+            models["after-int8"].embed_documents(part[i : i + 256])
+            for i in range(0, len(part), 256)
+        ],
     }
     for model in models.values():
         model.embed_query("warm up")
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for n, start in enumerate(range(0, len(texts), chunk)):
         part = texts[start : start + chunk]
-        order = list(runs) if n % 2 == 0 else list(reversed(runs))
+        names = list(runs)
+        order = names[n % len(names) :] + names[: n % len(names)]  # each first in turn
         for name in order:
             began = time.perf_counter()
             runs[name](part)
             seconds[name].append(time.perf_counter() - began)
     ratios = [b / a for a, b in zip(seconds["after"], seconds["before"], strict=True)]
+    int8_ratios = [b / a for a, b in zip(seconds["after-int8"], seconds["before"], strict=True)]
     return {
         "texts": len(texts),
         "chunks": len(ratios),
-        "before_per_s": round(len(texts) / sum(seconds["before"]), 1),
-        "after_per_s": round(len(texts) / sum(seconds["after"]), 1),
+        **{f"{name}_per_s": round(len(texts) / sum(seconds[name]), 1) for name in runs},
         "speedup_median": round(statistics.median(ratios), 2),
         "speedup_min_max": (round(min(ratios), 2), round(max(ratios), 2)),
+        "int8_speedup_median": round(statistics.median(int8_ratios), 2),
         "workers": getattr(models["after"], "workers", 1),
     }
 
@@ -244,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{alone['speedup_median']}x (min {alone['speedup_min_max'][0]}, max "
         f"{alone['speedup_min_max'][1]}; {alone['chunks']} chunks; after = {alone['workers']} "
         "forward passes at once)"
+    )
+    lines.append(
+        f"  for information, the model alone with int8 weights (not the default): "
+        f"{alone['after-int8_per_s']}/s, median {alone['int8_speedup_median']}x before"
     )
     verdicts = {}
     if "after" in results:

@@ -168,6 +168,13 @@ class MemorySettings(BaseSettings):
         description="Threads for embedding (torch or ONNX Runtime); 1 was fastest on a busy "
         "2-core machine (unset: the runtime's default).",
     )
+    embedding_bulk_workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="ONNX runtime: forward passes run at once when queued turns are embedded "
+        "in bulk (import, reindex, evaluation loading), one intra-op thread each; unset: one "
+        "per core. The background worker and queries keep embedding_threads.",
+    )
     embedding_runtime: Literal["onnx", "torch"] = Field(
         default="onnx",
         description="What runs embedding_model: onnx (ONNX Runtime on a graph exported from "

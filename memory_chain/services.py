@@ -7,6 +7,7 @@ takes ready objects.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,8 +172,15 @@ def build_vector_index(
     return index, f"embedded ({settings.vector_path})"
 
 
-def build_embeddings(settings: MemorySettings) -> LocalEmbeddings:
-    """The embedding model of ``embedding_runtime`` (nothing is loaded until first use)."""
+def build_embeddings(settings: MemorySettings, *, bulk: bool = False) -> LocalEmbeddings:
+    """The embedding model of ``embedding_runtime`` (nothing is loaded until first use).
+
+    Args:
+        settings: The settings.
+        bulk: For embedding many queued turns at once (import, reindex): the ONNX runtime
+            runs ``embedding_bulk_workers`` forward passes at once (default: one per core) on
+            the same graph and session. The torch runtime is the same either way.
+    """
     if settings.embedding_runtime == "torch":
         return SentenceEmbeddings(
             settings.embedding_model,
@@ -187,6 +195,7 @@ def build_embeddings(settings: MemorySettings) -> LocalEmbeddings:
         dimension=settings.embedding_dimension,
         threads=settings.embedding_threads,
         quantization=settings.embedding_quantization,
+        workers=(settings.embedding_bulk_workers or os.cpu_count() or 1) if bulk else 1,
     )
 
 
@@ -203,7 +212,13 @@ def open_tier3(settings: MemorySettings, store: SQLStore) -> Tier3:
     # are embedded turns settled in groups; elsewhere an upsert is durable when it returns,
     # and settling each batch at once keeps what a replica that dies leaves to redo small.
     flush_interval = 10.0 if settings.vector_store == "embedded" else 0.0
-    indexer = TurnIndexer(store.outbox(), index, embeddings, flush_interval=flush_interval)
+    indexer = TurnIndexer(
+        store.outbox(),
+        index,
+        embeddings,
+        flush_interval=flush_interval,
+        bulk_embeddings=build_embeddings(settings, bulk=True),
+    )
     # If the store is down at start-up, the worker opens the collection once it is back.
     worker = BackfillWorker(indexer)
     try:

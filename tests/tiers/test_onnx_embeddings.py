@@ -22,11 +22,8 @@ from memory_chain.tiers.vectors.onnx_build import (
     ensure_onnx_model,
     source_fingerprint,
 )
-from memory_chain.tiers.vectors.onnx_embeddings import (
-    OnnxEmbeddings,
-    check_pooling,
-    load_tokenizer,
-)
+from memory_chain.tiers.vectors.onnx_embeddings import OnnxEmbeddings
+from memory_chain.tiers.vectors.onnx_session import check_pooling, load_tokenizer
 
 TEXTS = [
     "user: We fly to Lisbon on 3 May with my sister Marta.",

@@ -76,14 +76,6 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorInde
     index.close()
 
 
-@pytest.fixture
-def queued_store(tmp_path: Path) -> Iterator[SQLStore]:
-    engine = create_sql_engine(f"sqlite:///{tmp_path / 'memory.db'}")
-    upgrade(engine)
-    yield SQLStore(engine, queue_embeddings=True)
-    engine.dispose()
-
-
 def store_conversation(
     store: SQLStore, conversation_id: str, user_id: str, turns: list[tuple[str, str]]
 ) -> None:

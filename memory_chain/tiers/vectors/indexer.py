@@ -120,6 +120,11 @@ class TurnIndexer:
         flush_interval: Least seconds between two background settles while turns keep
             coming (the worker settles sooner once they stop).
         tasks: The tier-3 task queue (default: the outbox's store's).
+        bulk_embeddings: The embedding model of bulk drains (``drain(bulk=True)``: an
+            import, a reindex), typically the same model on every core (default:
+            ``embeddings``). Its vectors must be those of ``embeddings``.
+        bulk_batch_size: Turns per batch of a bulk drain (more turns per call let the
+            model sort them by length and keep every core busy).
     """
 
     def __init__(
@@ -132,6 +137,8 @@ class TurnIndexer:
         text_of: Callable[[Turn], str] = embedding_text,
         flush_interval: float = 10.0,
         tasks: VectorTasks | None = None,
+        bulk_embeddings: Embeddings | None = None,
+        bulk_batch_size: int = 256,
     ) -> None:
         self.outbox = outbox
         self.tasks = (
@@ -140,6 +147,8 @@ class TurnIndexer:
         self.index = index
         self.embeddings = embeddings
         self.batch_size = batch_size
+        self.bulk_embeddings = bulk_embeddings if bulk_embeddings is not None else embeddings
+        self.bulk_batch_size = bulk_batch_size
         self.text_of = text_of
         self.flush_interval = flush_interval
         # Embedded but not yet flushed: still queued (and claimed) in SQL, skipped by the
@@ -168,11 +177,12 @@ class TurnIndexer:
         """Turns embedded but not settled yet (still queued in the outbox)."""
         return len(self._unsettled)
 
-    def embed_batch(self, batch: list[PendingTurn]) -> None:
+    def embed_batch(self, batch: list[PendingTurn], *, bulk: bool = False) -> None:
         """Embed and store one batch; it is settled in the outbox by :meth:`settle`.
 
         A long turn gets a point per part (:func:`chunks_of`), each pointing to the same
         turn, so a detail in its middle is found; the turn's own point keeps its whole text.
+        With ``bulk`` the batch is embedded by ``bulk_embeddings``.
         """
         texts: list[str] = []
         points: list[tuple[str, TurnPayload]] = []
@@ -184,7 +194,8 @@ class TurnIndexer:
                 texts.append(self.text_of(replace(turn, content=part)))
                 part_id = chunk_point_id(p.user_id, turn.conversation_id, turn.turn_number, number)
                 points.append((part_id, replace(payload, content=part)))
-        vectors = self.embeddings.embed_documents(texts)
+        embeddings = self.bulk_embeddings if bulk else self.embeddings
+        vectors = embeddings.embed_documents(texts)
         self.index.upsert(
             [
                 VectorPoint(id=id_, vector=vector, payload=payload)
@@ -222,6 +233,7 @@ class TurnIndexer:
         limit: int | None = None,
         progress: Progress | None = None,
         settle: bool = True,
+        bulk: bool = False,
     ) -> int:
         """Embed queued turns until the outbox is empty (or ``limit`` turns are done).
 
@@ -230,6 +242,9 @@ class TurnIndexer:
             progress: Called after each batch with (done, total).
             settle: Flush and settle everything at the end; with ``False`` only when
                 ``flush_interval`` has passed (the background worker's choice).
+            bulk: Embed in batches of ``bulk_batch_size`` with ``bulk_embeddings`` (every
+                core): for a caller that waits for the whole queue (an import, a reindex),
+                not for the background worker, which shares the CPU with chat requests.
 
         Returns:
             How many turns were embedded.
@@ -243,12 +258,13 @@ class TurnIndexer:
             done = 0
             while (limit is None or done < limit) and not self.halted.is_set():
                 self.apply_tasks()
-                size = self.batch_size if limit is None else min(self.batch_size, limit - done)
+                most = self.bulk_batch_size if bulk else self.batch_size
+                size = most if limit is None else min(most, limit - done)
                 working = [pending.turn_id for pending in self._unsettled]
                 batch = self.outbox.claim(size, exclude=working)
                 if not batch:
                     break
-                self.embed_batch(batch)
+                self.embed_batch(batch, bulk=bulk)
                 done += len(batch)
                 self.settle(force=False)
                 if progress is not None:
@@ -279,7 +295,7 @@ class TurnIndexer:
             self.index.delete(VectorFilter(user_id=user_id, conversation_id=conversation_id))
         queued = self.outbox.enqueue(user_id=user_id, conversation_id=conversation_id)
         logger.info("reindex: %d turns queued", queued)
-        return self.drain(progress=progress)
+        return self.drain(progress=progress, bulk=True)
 
     def apply_tasks(self) -> int:
         """Do the queued tier-3 tasks, oldest first (each is removed once done).

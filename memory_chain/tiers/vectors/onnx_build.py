@@ -255,7 +255,7 @@ def _check(source: Path, model: Path) -> list[float]:
     """Cosine between the graph's and sentence-transformers' vectors of the check sentences."""
     from sentence_transformers import SentenceTransformer
 
-    from memory_chain.tiers.vectors.onnx_embeddings import OnnxSession
+    from memory_chain.tiers.vectors.onnx_session import OnnxSession
 
     reference = SentenceTransformer(str(source), device="cpu", local_files_only=True)
     expected = reference.encode(list(CHECK_SENTENCES), normalize_embeddings=True)

@@ -82,12 +82,12 @@ class Tier3(SemanticSearch):
             self.indexer.try_drain()
 
     def drain(self, *, progress: Progress | None = None) -> int:
-        """Embed every queued turn now; returns how many.
+        """Embed every queued turn now, in bulk (every core); returns how many.
 
         Raises:
             VectorStoreError: If the vector store fails (the rest stays queued).
         """
-        return self.indexer.drain(progress=progress)
+        return self.indexer.drain(progress=progress, bulk=True)
 
     def reindex(
         self,

@@ -4,8 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # pytest-xdist workers for `make test`, each test file whole on one worker (its module
 # fixtures, a server or Open WebUI, start once; each worker has its own PostgreSQL, embedding
-# model and embedded LLM). On 2 cores, 2 workers ran a server-heavy subset in 0.58-0.87 of
-# the time of one process at a load of 6-10 (no gain at 15+). 0 runs in one process.
+# model and embedded LLM). On 2 cores, 2 workers ran a server-heavy subset (143 tests) in
+# 0.68-0.73 of the time of one process on a near-idle machine, 0.58-0.87 at a load of 6-10,
+# and no faster at 15+. 0 runs the tests in one process.
 TEST_WORKERS ?= 2
 
 .PHONY: setup setup-test serve test lint check bench clean

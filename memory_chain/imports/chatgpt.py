@@ -32,6 +32,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.imports.model import (
     HistoryConversation,
     HistoryTurn,
+    branch_to,
     dated,
     derived_id,
     epoch_time,
@@ -82,17 +83,11 @@ def _branch(item: dict[str, Any]) -> list[dict[str, Any]]:
     current = item.get("current_node")
     if current not in mapping:
         current = _last_leaf(mapping)
-    path: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    while isinstance(current, str) and current in mapping and current not in seen:
-        seen.add(current)
-        node = mapping[current]
-        if not isinstance(node, dict):
-            break
-        if isinstance(node.get("message"), dict):
-            path.append(node["message"])
-        current = node.get("parent")
-    return path[::-1]
+    return [
+        node["message"]
+        for node in branch_to(mapping, current, "parent")
+        if isinstance(node.get("message"), dict)
+    ]
 
 
 def _last_leaf(mapping: dict[str, Any]) -> str | None:

@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from memory_chain.schemas import ID_PATTERN, Role
 
@@ -58,6 +58,25 @@ class HistoryConversation:
     owner: str | None = None
     skipped_empty: int = 0
     skipped_other: int = 0
+
+
+def branch_to(nodes: dict[str, Any], current: object, parent_key: str) -> list[dict[str, Any]]:
+    """The nodes of a message tree from its root down to ``current``, oldest first.
+
+    Both ChatGPT's and Open WebUI's exports keep every edit and regeneration as a tree of nodes
+    that name their parent; the branch the user last saw is the path up from its last node.
+    The walk stops at a missing or malformed node and never loops (a cycle ends it).
+    """
+    path: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while isinstance(current, str) and current in nodes and current not in seen:
+        seen.add(current)
+        node = nodes[current]
+        if not isinstance(node, dict):
+            break
+        path.append(node)
+        current = node.get(parent_key)
+    return path[::-1]
 
 
 def derived_id(prefix: str, source_id: str) -> str:

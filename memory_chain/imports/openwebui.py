@@ -32,6 +32,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.imports.model import (
     HistoryConversation,
     HistoryTurn,
+    branch_to,
     dated,
     derived_id,
     epoch_time,
@@ -101,16 +102,7 @@ def _branch(chat: dict[str, Any]) -> list[dict[str, Any]]:
         current = history.get("currentId")
         if current not in messages:
             current = _latest_leaf(messages)
-        path: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        while isinstance(current, str) and current in messages and current not in seen:
-            seen.add(current)
-            message = messages[current]
-            if not isinstance(message, dict):
-                break
-            path.append(message)
-            current = message.get("parentId")
-        return path[::-1]
+        return branch_to(messages, current, "parentId")
     listed = chat.get("messages")
     return [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
 

@@ -26,7 +26,7 @@ import pytest
 from tests import browsers
 from tests.faults.fake_llm import FakeOllama
 from tests.servers import RunningServer, server_env
-from tests.webui.open_webui import Account, OpenWebUI, find_open_webui, venv_path
+from tests.webui.open_webui import Account, OpenWebUI, require_open_webui
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +41,7 @@ SECRET = "Pixel-7319"
 def tools() -> tuple[str, str, Path]:
     """node, chromium and the ``open-webui`` command (skips, or fails under CI, without)."""
     node, chromium = browsers.browser_tools()
-    command = find_open_webui()
-    if command is None:
-        browsers.missing(
-            f"Open WebUI is not installed in {venv_path()}: run `make test` or "
-            "`bash scripts/setup-open-webui.sh` (about 3 GB, a few minutes)"
-        )
-    return node, chromium, command
+    return node, chromium, require_open_webui()
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,8 @@ import pytest
 
 from memory_chain.local_llm.model import MODEL_NAME
 from tests.faults.fake_llm import FakeOllama
-from tests.needs import missing
 from tests.servers import RunningServer, server_env
-from tests.webui.open_webui import OpenWebUI, find_open_webui, venv_path
+from tests.webui.open_webui import OpenWebUI, require_open_webui
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +32,7 @@ PROXY_KEY = "webui-proxy-key"
 
 @pytest.fixture(scope="module")
 def command() -> Path:
-    found = find_open_webui()
-    if found is None:
-        missing(
-            f"Open WebUI is not installed in {venv_path()}: run `make test` or "
-            "`bash scripts/setup-open-webui.sh` (about 3 GB, a few minutes)"
-        )
-    return found
+    return require_open_webui()
 
 
 @pytest.fixture(scope="module")

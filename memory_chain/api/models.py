@@ -69,6 +69,10 @@ class ConversationOut(_FromStored):
     total_tokens: int
     summary: str | None
     status: str
+    title: str | None = Field(
+        default=None,
+        description="The title the chat had where it was imported from (memory-chain import).",
+    )
 
 
 class ConversationDetail(ConversationOut):

@@ -12,20 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableLambda
 
-from memory_chain.consolidation import ConsolidationService
-from memory_chain.extraction import FactExtractor
 from memory_chain.facts.model import FactDraft
 from memory_chain.imports import history_progress, import_history
 from memory_chain.manager import MemoryManager
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.status import MemoryStatus, memory_status
-from tests.facts.test_extract import Scripted, fact, reply
+from tests.imports.consolidating import TRIP, consolidate_trip
 
 EXPORT = Path(__file__).parents[1] / "imports" / "samples" / "chatgpt_conversations.json"
-TRIP = "chatgpt-6627a1b0-1111-4c2d-9e8f-0a1b2c3d4e5f"
 DOG = "chatgpt-65e1f2a0-2222-4c2d-9e8f-0a1b2c3d4e5f"
 
 
@@ -62,15 +58,7 @@ def test_the_figures_follow_an_import_the_embedding_and_a_consolidation(
     (bob,) = memory_status(queued, user_id="bob")
     assert ana.turns_to_embed + bob.turns_to_embed == 4
 
-    llm = Scripted(replies=[reply(fact("I stay at the Hotel Baixa-7733.", 3, subject="hotel"))])
-    summarizer = RunnableLambda(lambda _inputs: "Ana plans a trip to Lisbon.")
-    service = ConsolidationService(
-        queued, TurnBuffer(), summarizer, extractor=FactExtractor(llm, manager.fact_store)
-    )
-    try:
-        assert service.consolidate(TRIP, "ana") is not None
-    finally:
-        service.stop()
+    consolidate_trip(queued, manager)
     manager.add_fact("ana", FactDraft("I grow basil on the balcony."))
     (ana,) = memory_status(queued, user_id="ana")
     assert (ana.turns, ana.turns_consolidated, ana.turns_to_consolidate) == (7, 5, 2)

@@ -101,7 +101,8 @@ def status(
 def _status_lines(entry: MemoryStatus) -> str:
     turns = entry.turns
     waiting = (
-        f"{entry.turns_to_consolidate} wait in {entry.conversations_to_consolidate} conversations"
+        f"{entry.turns_to_consolidate} wait in {entry.conversations_to_consolidate} "
+        f"conversation{'' if entry.conversations_to_consolidate == 1 else 's'}"
     )
     if entry.turns_to_embed is None:
         searchable = "by keyword only (tier 3 is off)"

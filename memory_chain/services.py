@@ -179,8 +179,10 @@ def build_embeddings(settings: MemorySettings, *, bulk: bool = False) -> LocalEm
         settings: The settings.
         bulk: For embedding many queued turns at once (import, reindex): the ONNX runtime
             runs ``embedding_bulk_workers`` forward passes at once (default: one per core) on
-            the same graph and session. The torch runtime is the same either way.
+            the same graph and session, quantized as ``embedding_bulk_quantization``. The
+            torch runtime is the same either way.
     """
+    quantization = settings.embedding_bulk_quantization if bulk else settings.embedding_quantization
     if settings.embedding_runtime == "torch":
         return SentenceEmbeddings(
             settings.embedding_model,
@@ -194,7 +196,7 @@ def build_embeddings(settings: MemorySettings, *, bulk: bool = False) -> LocalEm
         cache_dir=settings.embedding_cache_path,
         dimension=settings.embedding_dimension,
         threads=settings.embedding_threads,
-        quantization=settings.embedding_quantization,
+        quantization=quantization,
         workers=(settings.embedding_bulk_workers or os.cpu_count() or 1) if bulk else 1,
     )
 

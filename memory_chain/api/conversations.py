@@ -41,6 +41,7 @@ from memory_chain.api.models import (
 )
 from memory_chain.chat.request import ChatRequest, ReplyOptions
 from memory_chain.errors import ConversationNotFoundError, LLMUnavailableError
+from memory_chain.imports.loader import imported_titles
 from memory_chain.schemas import NewTurn, TokenUsage
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
@@ -56,7 +57,13 @@ def list_conversations(
 ) -> list[ConversationOut]:
     """The caller's conversations, most recently active first."""
     found = memory.conversations(user, status=status_filter, limit=limit, offset=offset)
-    return [ConversationOut.model_validate(info) for info in found]
+    titles = imported_titles(memory.store, user, [info.conversation_id for info in found])
+    return [
+        ConversationOut.model_validate(info).model_copy(
+            update={"title": titles.get(info.conversation_id)}
+        )
+        for info in found
+    ]
 
 
 @router.get("/{conversation_id}", response_model=ConversationDetail)
@@ -67,6 +74,7 @@ def get_conversation(
     conversation_id = conversation.conversation_id
     return ConversationDetail(
         **asdict(conversation),
+        title=imported_titles(memory.store, user, [conversation_id]).get(conversation_id),
         summaries=memory.summaries(conversation_id, user),
         recent_turns=memory.recent_turns(conversation_id, user),
     )

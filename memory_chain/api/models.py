@@ -69,6 +69,10 @@ class ConversationOut(_FromStored):
     total_tokens: int
     summary: str | None
     status: str
+    title: str | None = Field(
+        default=None,
+        description="The title the chat had where it was imported from (memory-chain import).",
+    )
 
 
 class ConversationDetail(ConversationOut):
@@ -182,6 +186,34 @@ class Me(BaseModel):
 
     user_id: str
     keys_required: bool = Field(description="Whether the server asks every request for a key.")
+
+
+class MemoryStatusOut(_FromStored):
+    """What the caller has stored, and how far the background work on it has come.
+
+    The same figures as ``memory-chain status`` (:mod:`memory_chain.tiers.sql.status`).
+    """
+
+    user_id: str
+    conversations: int = Field(description="Conversations stored (deleted ones left out).")
+    turns: int = Field(description="Turns of those conversations.")
+    turns_consolidated: int = Field(
+        description="Turns a summary covers (the memory browser's 'N of M consolidated')."
+    )
+    turns_to_consolidate: int = Field(
+        description="Turns of active conversations no summary covers yet (consolidated in "
+        "the background; their facts are not learnt yet)."
+    )
+    conversations_to_consolidate: int = Field(description="Active conversations with such turns.")
+    turns_to_embed: int | None = Field(
+        description="Turns not yet searchable by meaning (queued for tier 3; found by keyword "
+        "meanwhile); null when tier 3 is off."
+    )
+    facts: int = Field(description="Current facts about the caller.")
+    facts_learnt: int = Field(description="Of those, the ones learnt by consolidation.")
+    last_summary_at: datetime | None = Field(
+        description="Date of the newest summary (dated by the last turn it covers)."
+    )
 
 
 FactKindName = Literal["preference", "biography", "relationship", "plan", "other"]

@@ -10,6 +10,9 @@ older; 409 when the user has ``memory_max_facts_per_user`` current facts); ``PAT
 /v1/facts/{id}`` edits one (the id stays, the old text is kept as a superseded copy);
 ``DELETE`` dismisses one (it leaves every prompt, the history keeps it).
 
+``GET /v1/users/me/status`` says what the caller has stored and how far the background work
+on it has come (turns consolidated and waiting, turns not yet searchable by meaning, facts
+learnt: what ``memory-chain status`` prints, from the same function).
 ``GET /v1/users/me/export`` streams every conversation, fact and store item of the caller in
 the JSON Lines format of ``memory-chain export``; ``DELETE /v1/users/me`` erases the caller
 from every tier (rows, facts and store items at once, vectors through the tier-3 task queue,
@@ -24,11 +27,20 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
-from memory_chain.api.deps import CurrentUser, MemoryDep, SettingsDep
-from memory_chain.api.models import Fact, FactAdded, FactIn, FactPatch, FactsResponse, Me
+from memory_chain.api.deps import CurrentUser, MemoryDep, ServicesDep, SettingsDep
+from memory_chain.api.models import (
+    Fact,
+    FactAdded,
+    FactIn,
+    FactPatch,
+    FactsResponse,
+    Me,
+    MemoryStatusOut,
+)
 from memory_chain.errors import FactNotFoundError
 from memory_chain.facts.model import FactDraft
 from memory_chain.schemas import ID_PATTERN
+from memory_chain.tiers.sql.status import memory_status
 
 router = APIRouter(prefix="/v1", tags=["users"])
 
@@ -119,6 +131,13 @@ def delete_fact(fact_id: FactId, memory: MemoryDep, user: CurrentUser) -> Respon
     if memory.dismiss_fact(user, fact_id) is None:
         raise FactNotFoundError(fact_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/users/me/status", response_model=MemoryStatusOut)
+def status_me(services: ServicesDep, user: CurrentUser) -> MemoryStatusOut:
+    """What the caller has stored, and how far consolidation and embedding have come."""
+    (found,) = memory_status(services.store, user_id=user, tier3=services.vectors is not None)
+    return MemoryStatusOut.model_validate(found)
 
 
 @router.get(

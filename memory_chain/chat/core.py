@@ -122,8 +122,9 @@ class ChatCore:
     def prepare(self, request: ChatRequest) -> PreparedTurn:
         """Resolve, check, reconcile, retrieve and build the prompt (blocking: SQL, vectors).
 
-        Turns the client has and memory lacks are stored here (a history ``"import"``); the
-        new message is stored by :meth:`stream` / :meth:`astream`.
+        Turns the client has and memory lacks are stored here (a history ``"import"``) as
+        history: no remember/forget request in them is acted on. The new message is stored
+        by :meth:`stream` / :meth:`astream`, and is the one request acted on.
 
         Raises:
             ContextOverflowError: The message cannot fit the model's window (nothing stored).
@@ -153,7 +154,10 @@ class ChatCore:
                 HumanMessage(said.text) if said.role == "user" else AIMessage(said.text)
                 for said in plan.missing
             ]
-            self.manager.add_turns(cid, uid, missing)
+            # Said before this message, to a model without memory (or elsewhere): history,
+            # so an old "remember ..." / "forget ..." in it is not acted on now (only the new
+            # message is a request; consolidation learns the facts these turns state).
+            self.manager.add_turns(cid, uid, missing, as_history=True)
             working = self.manager.working_memory(cid, uid)
         context = self.manager.retrieve(cid, uid, request.message, working=working)
         drop = {"repeat": 2, "retry": 1}.get(plan.action, 0)

@@ -6,7 +6,8 @@ regard to whitespace:
 
 * the history is what is stored (``"append"``): the new message and the reply are stored;
 * the history starts with what is stored and goes on (``"import"``: a chat begun elsewhere,
-  a reply the client kept after a dropped stream): the missing turns are stored first;
+  a reply the client kept after a dropped stream): the missing turns are stored first, as
+  history (no "remember ..." in them is acted on: only the new message is a request);
 * the message repeats the last stored exchange (``"repeat"``: a retry, Open WebUI's
   *regenerate*): a reply is generated from memory without that exchange, nothing is stored;
 * the message is the last stored turn, unanswered (``"retry"``: the user turn is stored

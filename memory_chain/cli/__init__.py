@@ -1,7 +1,7 @@
 """The ``memory-chain`` command: one module per group of subcommands.
 
 * :mod:`.serving`: ``serve`` (the API server) and ``mcp`` (one user's memory over stdio).
-* :mod:`.maintenance`: ``migrate``, ``reindex``, ``stats`` and ``consolidate``.
+* :mod:`.maintenance`: ``migrate``, ``reindex``, ``stats``, ``status`` and ``consolidate``.
 * :mod:`.transfer`: ``export`` and ``import`` (JSON Lines).
 * :mod:`.measure`: ``bench`` and the ``eval`` group.
 * :mod:`.console`: what they share (settings, progress bars, the error exit).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from memory_chain.cli.maintenance import consolidate, migrate, reindex, stats
+from memory_chain.cli.maintenance import consolidate, migrate, reindex, stats, status
 from memory_chain.cli.measure import bench, eval_app
 from memory_chain.cli.serving import mcp, serve
 from memory_chain.cli.transfer import export_, import_
@@ -31,6 +31,7 @@ __all__ = [
     "reindex",
     "serve",
     "stats",
+    "status",
 ]
 
 app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_help=True)
@@ -40,6 +41,7 @@ app.command()(mcp)
 app.command()(migrate)
 app.command()(reindex)
 app.command()(stats)
+app.command()(status)
 app.command("export")(export_)
 app.command("import")(import_)
 app.command()(consolidate)

@@ -1,17 +1,21 @@
-"""The maintenance commands: ``migrate``, ``reindex``, ``stats`` and ``consolidate``.
+"""The maintenance commands: ``migrate``, ``reindex``, ``stats``, ``status`` and ``consolidate``.
 
-They work on the stores directly, without a server: the tier-2 schema, its counts, tier 3
-rebuilt from tier 2, and summaries written now rather than when a conversation grows.
+They work on the stores directly, without a server: the tier-2 schema, its counts, each
+user's progress (what the background has still to consolidate and embed), tier 3 rebuilt
+from tier 2, and summaries written now rather than when a conversation grows.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_chain.cli.console import fail, load_settings, progress_bar
+
+if TYPE_CHECKING:
+    from memory_chain.tiers.sql.status import MemoryStatus
 
 
 def migrate() -> None:
@@ -60,6 +64,63 @@ def stats() -> None:
     check_schema(engine)
     counts = SQLStore(engine).counts()
     typer.echo(json.dumps({"database": engine.url.render_as_string(), **counts}, indent=2))
+
+
+def status(
+    user: Annotated[str | None, typer.Option(help="Only this user.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON, for scripts.")] = False,
+) -> None:
+    """Per user: turns stored, consolidated and waiting, not yet searchable, facts learnt.
+
+    Reads tier 2 only (a few grouped reads, no lock held): safe beside a running server
+    using the same database, whose background work it shows.
+    """
+    from memory_chain.tiers.sql import SQLStore, check_schema, create_sql_engine
+    from memory_chain.tiers.sql.status import memory_status
+
+    settings = load_settings()
+    engine = create_sql_engine(settings.sql_url)
+    try:
+        check_schema(engine)
+        tier3 = settings.memory_tier3_enabled
+        found = memory_status(SQLStore(engine), user_id=user, tier3=tier3)
+        database = engine.url.render_as_string()
+    finally:
+        engine.dispose()
+    if as_json:
+        users = [s.as_dict() for s in found]
+        typer.echo(json.dumps({"database": database, "tier3": tier3, "users": users}, indent=2))
+        return
+    typer.echo(f"database {database}")
+    if not found:
+        typer.echo("nothing stored yet")
+    for entry in found:
+        typer.echo(_status_lines(entry))
+
+
+def _status_lines(entry: MemoryStatus) -> str:
+    turns = entry.turns
+    waiting = (
+        f"{entry.turns_to_consolidate} wait in {entry.conversations_to_consolidate} "
+        f"conversation{'' if entry.conversations_to_consolidate == 1 else 's'}"
+    )
+    if entry.turns_to_embed is None:
+        searchable = "by keyword only (tier 3 is off)"
+    else:
+        searchable = (
+            f"{turns - entry.turns_to_embed} of {turns} turns by meaning "
+            f"({entry.turns_to_embed} wait to be embedded)"
+        )
+    newest = entry.last_summary_at.strftime("%Y-%m-%d %H:%M UTC") if entry.last_summary_at else "-"
+    return "\n".join(
+        [
+            f"user {entry.user_id}: {entry.conversations} conversations, {turns} turns",
+            f"  consolidated    {entry.turns_consolidated} of {turns} turns ({waiting})",
+            f"  searchable      {searchable}",
+            f"  facts           {entry.facts} ({entry.facts_learnt} learnt by consolidation)",
+            f"  newest summary  {newest} (dated by the last turn it covers)",
+        ]
+    )
 
 
 def consolidate(

@@ -19,7 +19,8 @@ running the same import again resumes, since what was stored is skipped.
 
 The title is kept as a store item of the user (namespace ``("imports",)``, key: the
 conversation id), with the format and the source's id: agents find it through the
-LangGraph store, and ``memory-chain export`` carries it.
+LangGraph store, ``memory-chain export`` carries it, and the conversation endpoints show it
+(:func:`imported_titles`).
 """
 
 from __future__ import annotations
@@ -280,12 +281,29 @@ def _store_one(  # noqa: PLR0917 - one conversation's step of store_history
     report.conversation_ids.append((cid, user))
 
 
+def imported_titles(
+    store: SQLStore, user_id: str, conversation_ids: Sequence[str]
+) -> dict[str, str]:
+    """The titles imported conversations had where they came from, by conversation id.
+
+    One read of the user's ``("imports",)`` store items; conversations not imported (or
+    imported without a title) are left out.
+    """
+    found = StoreItems(store.database).values(user_id, IMPORTS_NAMESPACE, conversation_ids)
+    return {
+        key: value["title"]
+        for key, value in found.items()
+        if isinstance(value, dict) and isinstance(value.get("title"), str)
+    }
+
+
 __all__ = [
     "IMPORTS_NAMESPACE",
     "HistoryReport",
     "HistorySink",
     "ImportFailure",
     "ImportProgress",
+    "imported_titles",
     "owner_rule",
     "proxy_namespace",
     "store_history",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory_chain.tiers.sql import SQLStore
-from memory_chain.tiers.sql.progress import backlog
+from memory_chain.tiers.sql.status import memory_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,29 +30,29 @@ class HistoryProgress:
         return (
             f"{self.to_embed} turns wait to be embedded; {self.to_consolidate} conversations "
             f"({self.unsummarized_turns} turns) wait to be consolidated: a running server "
-            "does both in the background (`memory-chain consolidate --all` consolidates now)"
+            "does both in the background (`memory-chain status` shows how far; `memory-chain "
+            "consolidate --all` consolidates now)"
         )
 
 
 def history_progress(
-    store: SQLStore, *, user_id: str | None = None, queued: bool = True, limit: int = 100_000
+    store: SQLStore, *, user_id: str | None = None, queued: bool = True
 ) -> HistoryProgress:
     """The embedding queue and the consolidation backlog (of one user, or everyone's).
 
+    Summed from :func:`~memory_chain.tiers.sql.status.memory_status`, what ``memory-chain
+    status`` shows per user.
+
     Args:
         store: Tier 2.
-        user_id: Only this user's conversations in the backlog (the embedding queue is
-            counted whole).
+        user_id: Only this user's turns and conversations.
         queued: Whether the store queues turns for tier 3 (``False``: nothing to embed).
-        limit: Most conversations counted.
     """
-    waiting = [
-        item for item in backlog(store, limit=limit) if user_id is None or item.user_id == user_id
-    ]
+    statuses = memory_status(store, user_id=user_id, tier3=queued)
     return HistoryProgress(
-        to_embed=store.outbox().count() if queued else 0,
-        to_consolidate=len(waiting),
-        unsummarized_turns=sum(item.turn_count - item.summarized_through for item in waiting),
+        to_embed=sum(s.turns_to_embed or 0 for s in statuses),
+        to_consolidate=sum(s.conversations_to_consolidate for s in statuses),
+        unsummarized_turns=sum(s.turns_to_consolidate for s in statuses),
     )
 
 

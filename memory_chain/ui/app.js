@@ -146,7 +146,8 @@ async function loadConversations() {
     const item = element("li");
     item.dataset.id = c.conversation_id;
     item.classList.toggle("selected", c.conversation_id === state.conversation);
-    item.append(element("div", "id", c.conversation_id));
+    // An imported chat keeps the title it had where it came from.
+    item.append(element("div", "id", c.title ? `${c.title} (${c.conversation_id})` : c.conversation_id));
     const meta = element("div", "meta");
     meta.append(element("span", `badge ${c.status}`, c.status), ` ${c.turn_count} turns · ${c.total_tokens} tokens · ${when(c.last_message_at)}`);
     item.append(meta);
@@ -331,7 +332,7 @@ async function openConversation(id) {
   }
   $("#placeholder").hidden = true;
   $("#conversation").hidden = false;
-  $("#conversation-title").textContent = detail.conversation_id;
+  $("#conversation-title").textContent = detail.title ? `${detail.title} (${detail.conversation_id})` : detail.conversation_id;
   // How far consolidation has come (imported history is consolidated in the background).
   const through = Math.max(0, ...detail.summaries.map((s) => s.turn_range_end));
   $("#conversation-meta").textContent =

@@ -67,6 +67,7 @@ DOORS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/facts", None),
     ("POST", "/v1/facts", {"text": "My blood type is AB-."}),
     ("GET", "/v1/users/me/export", None),
+    ("GET", "/v1/users/me/status", None),
     ("DELETE", "/v1/users/me", None),
     ("POST", "/v1/chat/completions", OPEN_WEBUI_CHAT),
     ("POST", "/memory/invoke", _invoke()),

@@ -85,6 +85,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 def test_every_new_route_needs_a_key(server: RunningServer) -> None:
     for method, path in [
         ("GET", "/v1/users/me/export"),
+        ("GET", "/v1/users/me/status"),
         ("DELETE", "/v1/users/me"),
         ("GET", "/v1/facts"),
         ("POST", "/v1/facts"),
@@ -121,6 +122,24 @@ def test_export_streams_the_callers_conversations_as_the_cli_exports_them(
         [cli, "export", "-", "--user", "ana"], capture_output=True, env=env, timeout=120, check=True
     )
     assert result.stdout.decode("utf-8") == exported.text
+
+
+def test_status_counts_the_callers_turns_as_the_memory_browser_does(
+    server: RunningServer,
+) -> None:
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        mine = http.get("/v1/users/me/status", headers=ANA)
+        assert mine.status_code == 200, mine.text
+        status = mine.json()
+        details = [http.get(f"/v1/conversations/{c}", headers=ANA).json() for c in ("trip", "work")]
+        bobs = http.get("/v1/users/me/status", headers=BOB).json()
+    assert (status["user_id"], status["conversations"], status["turns"]) == ("ana", 2, 5)
+    assert (status["turns_to_embed"], status["facts"]) == (0, 1)
+    # The browser's "N of M consolidated": each conversation's highest summarized turn.
+    through = sum(max([0] + [s["turn_range_end"] for s in d["summaries"]]) for d in details)
+    assert status["turns_consolidated"] == through
+    assert status["turns_consolidated"] + status["turns_to_consolidate"] == 5
+    assert (bobs["user_id"], bobs["conversations"], bobs["turns"]) == ("bob", 2, 3)
 
 
 def test_facts_are_the_callers_with_their_history(server: RunningServer) -> None:

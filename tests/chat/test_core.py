@@ -22,6 +22,7 @@ from memory_chain.errors import (
     LLMUnavailableError,
     ModelNotFoundError,
 )
+from memory_chain.facts.model import FactDraft
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
@@ -194,6 +195,33 @@ def test_history_is_reconciled_once_in_the_core(manager: MemoryManager) -> None:
     messages, _ = llm.calls[-1]
     assert str(messages[0].content).startswith("Be brief.")
     assert [m.content for m in messages[1:]] == ["We fly on 3 May.", "Noted.", "When do we fly?"]
+
+
+def test_history_memory_lacked_is_stored_as_history_and_only_the_new_message_acts(
+    manager: MemoryManager,
+) -> None:
+    manager.add_turns("trip", "ana", [NewTurn("user", "I grow basil on the balcony.")])
+    manager.add_fact("ana", FactDraft("I grow basil on the balcony."))
+    core = ChatCore(manager, OneModel(recording()))
+    # Said earlier, to a model without memory (a chat continued elsewhere, then here): the
+    # client resends it; stored, but old requests are history, not requests made now.
+    earlier = (
+        Said("user", "I grow basil on the balcony."),
+        Said("user", "Remember that my locker code is 4471."),
+        Said("assistant", "Noted."),
+        Said("user", "Forget the basil."),
+        Said("assistant", "Done."),
+    )
+    ask(core, "Remember that my seat is 14C.", history=earlier)
+    assert [text for _, text in stored(manager)][1:4] == [
+        "Remember that my locker code is 4471.",
+        "Noted.",
+        "Forget the basil.",
+    ]
+    assert sorted(f.text for f in manager.facts("ana")) == [
+        "I grow basil on the balcony.",
+        "my seat is 14C.",
+    ]
 
 
 def test_a_retry_after_a_failed_call_answers_the_stored_message(manager: MemoryManager) -> None:

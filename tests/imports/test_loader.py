@@ -12,21 +12,17 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableLambda
 from typer.testing import CliRunner
 
 from memory_chain.cli import app
-from memory_chain.consolidation import ConsolidationService
-from memory_chain.extraction import FactExtractor
 from memory_chain.imports import IMPORTS_NAMESPACE, history_progress, import_history
 from memory_chain.manager import MemoryManager
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.store_items import StoreItems
-from tests.facts.test_extract import Scripted, fact, reply
+from tests.imports.consolidating import TRIP, consolidate_trip
 
 DATA = Path(__file__).parent / "samples"
-TRIP = "chatgpt-6627a1b0-1111-4c2d-9e8f-0a1b2c3d4e5f"
 
 
 @pytest.fixture
@@ -152,15 +148,7 @@ def test_facts_are_learnt_by_consolidating_the_imported_ranges_dated_by_them(
     waiting = history_progress(sqlite_store, user_id="ana", queued=False)
     assert (waiting.to_consolidate, waiting.unsummarized_turns) == (2, 7)
 
-    llm = Scripted(replies=[reply(fact("I stay at the Hotel Baixa-7733.", 3, subject="hotel"))])
-    summarizer = RunnableLambda(lambda _inputs: "Ana plans a trip to Lisbon.")
-    service = ConsolidationService(
-        sqlite_store, TurnBuffer(), summarizer, extractor=FactExtractor(llm, manager.fact_store)
-    )
-    try:
-        assert service.consolidate(TRIP, "ana") is not None
-    finally:
-        service.stop()
+    consolidate_trip(sqlite_store, manager)
     (learnt,) = manager.facts("ana")
     assert (learnt.text, learnt.origin, learnt.turns) == (
         "I stay at the Hotel Baixa-7733.",

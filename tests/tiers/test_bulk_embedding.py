@@ -82,6 +82,17 @@ def test_bulk_workers_are_a_setting_one_per_core_by_default() -> None:
     assert isinstance(build_embeddings(torch, bulk=True), SentenceEmbeddings)
 
 
+def test_the_bulk_path_has_its_own_quantization_float32_by_default() -> None:
+    default = MemorySettings()
+    assert build_embeddings(default, bulk=True).quantization == "none"  # type: ignore[attr-defined]
+    int8 = MemorySettings(embedding_bulk_quantization="int8")
+    assert build_embeddings(int8, bulk=True).quantization == "int8"  # type: ignore[attr-defined]
+    # Queries and the background worker keep embedding_quantization.
+    assert build_embeddings(int8).quantization == "none"  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError, match="embedding_bulk_quantization"):
+        MemorySettings(embedding_bulk_quantization="int4")  # type: ignore[arg-type]
+
+
 class Recording(Embeddings):
     """The real model, noting the size of every documents call."""
 

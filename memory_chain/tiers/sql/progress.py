@@ -25,7 +25,12 @@ class Backlog:
     last_message_at: datetime | None
 
 
-def _covered() -> Subquery:
+def covered() -> Subquery:
+    """Per stored conversation id, the last turn a summary covers (``covered``).
+
+    What "consolidated through" means everywhere: the backlog, ``memory-chain status``, the
+    memory browser's "N of M consolidated" (the highest ``turn_range_end`` of the summaries).
+    """
     return (
         select(
             summaries.c.conversation_id,
@@ -97,8 +102,8 @@ def backlog(
         min_unsummarized: Fewest unsummarized turns.
         limit: Most conversations returned, the longest silent first.
     """
-    covered = _covered()
-    through = func.coalesce(covered.c.covered, 0)
+    ranges = covered()
+    through = func.coalesce(ranges.c.covered, 0)
     conditions = [
         conversations.c.status == "active",
         conversations.c.turn_count - through >= max(min_unsummarized, 1),
@@ -113,7 +118,7 @@ def backlog(
             conversations.c.turn_count,
             conversations.c.last_message_at,
         )
-        .outerjoin(covered, covered.c.conversation_id == conversations.c.conversation_id)
+        .outerjoin(ranges, ranges.c.conversation_id == conversations.c.conversation_id)
         .where(*conditions)
         .order_by(conversations.c.last_message_at)
         .limit(limit)

@@ -186,6 +186,19 @@ class StoreItems:
         )
         return item_from_row(rows[0]) if rows else None
 
+    def values(self, user_id: str, namespace: Sequence[str], keys: Sequence[str]) -> dict[str, Any]:
+        """The values of the items of ``keys`` in ``namespace`` that exist, by key (one read)."""
+        if not keys:
+            return {}
+        rows = self.database.read(
+            select(store_items.c.key, store_items.c.value).where(
+                store_items.c.user_id == user_id,
+                store_items.c.namespace == encode_namespace(namespace),
+                store_items.c.key.in_(list(keys)),
+            )
+        )
+        return {row.key: json.loads(row.value) for row in rows}
+
     def under(self, user_id: str, prefix: Sequence[str] = ()) -> list[StoredItem]:
         """The user's items in ``prefix`` and the namespaces below it, last stored first."""
         rows = self.database.read(

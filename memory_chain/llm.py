@@ -239,6 +239,7 @@ def _start_embedded(settings: MemorySettings, hint: str) -> tuple[ChatModels | N
         except (LocalModelError, OSError) as exc:
             note = f" (not {consolidation.name}: {exc}; the chat model consolidates)"
             consolidation = chat
+    server: OllamaAPIServer | None = None
     try:
         path = ensure_local_model(models_dir, model=chat)
         server = OllamaAPIServer(
@@ -247,6 +248,8 @@ def _start_embedded(settings: MemorySettings, hint: str) -> tuple[ChatModels | N
         url = server.start()
     except (LocalModelError, OSError, ValueError) as exc:
         logger.warning("the embedded model could not start: %s", exc)
+        if server is not None:
+            server.stop()  # frees a model loaded before the one that failed
         return None, []
     detail = (
         f"embedded models (llama.cpp, Ollama-compatible API at {url}): chat {chat.name}, "

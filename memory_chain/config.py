@@ -216,9 +216,10 @@ class MemorySettings(BaseSettings):
         default="qwen2.5-coder:1.5b",
         description="Embedded model that writes summaries and learns facts in the background "
         "when the fallback runs (same choices as local_llm_chat_model). The 1.5B learns what "
-        "the 0.5B misses (a move supersedes the old home) at about 3x its time per range, "
+        "the 0.5B misses (a move supersedes the old home) at about 1.9x its time per range, "
         "which no chat waits for; when it differs from the chat model both are loaded "
-        "(memory: see the README's model table). Its parts missing: the chat model does it.",
+        "(~3 GB resident: the README's model table). Its parts missing: the chat model does "
+        "it.",
     )
     local_llm_threads: int = Field(
         default=2,

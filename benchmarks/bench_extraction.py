@@ -103,23 +103,28 @@ def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn
 
 @contextmanager
 def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels]:
-    """The model behind the Ollama API at ``llm_url``, or the embedded model for the run.
+    """The model behind the Ollama API at ``llm_url``, or an embedded model for the run.
 
-    Both ``chat`` and ``summary`` are one greedy ``ChatOllama``; the catalog gives the model's
-    window and token counter. The embedded model's server is stopped on exit.
+    Without ``llm_url``, ``model`` is an embedded model's name or a GGUF path (default: the
+    0.5B), served for the run. Both ``chat`` and ``summary`` are one greedy ``ChatOllama``;
+    the catalog gives the model's window and token counter. The embedded model's server is
+    stopped on exit.
     """
+    from memory_chain.local_llm.model import DEFAULT_MODEL, embedded_model
+
     server = None
     url = llm_url
+    name = model or DEFAULT_MODEL.name
     if url is None:
         from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
 
-        server = OllamaAPIServer(ensure_local_model(default_models_dir()), n_threads=2)
+        chosen = embedded_model(name)
+        path = ensure_local_model(default_models_dir(), model=chosen)
+        server = OllamaAPIServer(path, model_name=chosen.name, n_threads=2)
+        name = chosen.name
         url = server.start()
     from langchain_ollama import ChatOllama
 
-    from memory_chain.local_llm.model import MODEL_NAME
-
-    name = model or MODEL_NAME
     llm = ChatOllama(base_url=url, model=name, temperature=0)
     try:
         yield ChatModels(
@@ -205,7 +210,11 @@ def locomo_options(found: argparse.ArgumentParser, conversations: str, sessions:
     found.add_argument("--sessions", type=int, help=sessions)
     found.add_argument("--range-turns", type=int, help="turns per extraction range (10)")
     found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
-    found.add_argument("--model", help="the model there (default: the embedded model's)")
+    found.add_argument(
+        "--model",
+        help="the model there; without --llm-url an embedded model's name "
+        "(qwen2.5-coder:0.5b, qwen2.5-coder:1.5b) or a .gguf path (default: the 0.5B)",
+    )
 
 
 def main() -> None:

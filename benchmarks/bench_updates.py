@@ -38,7 +38,7 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class Settings:
     scenarios: str | None = None
     llm_url: str | None = None
     model: str | None = None
+    consolidation_models: str | None = None
+    consolidation_model: str | None = None
     answers: bool = True
     quick: bool = False
 
@@ -153,6 +155,8 @@ def memory_settings(folder: str, settings: Settings) -> MemorySettings:
     values["ollama_base_url"] = settings.llm_url or NO_OLLAMA
     if settings.model:
         values |= {"ollama_chat_model": settings.model, "ollama_summary_model": settings.model}
+    if settings.consolidation_model:
+        values["local_llm_consolidation_model"] = settings.consolidation_model
     return MemorySettings(**values)
 
 
@@ -593,6 +597,12 @@ def main() -> None:
     found.add_argument("--llm-url", help="an Ollama API (default: the embedded model)")
     found.add_argument("--model", help="the model there, for chat and summaries")
     found.add_argument(
+        "--consolidation-models",
+        help="embedded consolidation models compared in one run, comma-separated (each "
+        "scenario with each, taking turns; e.g. qwen2.5-coder:0.5b,qwen2.5-coder:1.5b); "
+        "default: the settings' (local_llm_consolidation_model)",
+    )
+    found.add_argument(
         "--no-answers",
         dest="answers",
         action="store_false",
@@ -607,13 +617,36 @@ def main() -> None:
         raise SystemExit(f"unknown scenarios {unknown}: choose from {', '.join(SCENARIOS)}")
     run = Run("fact updates", packages=("llama-cpp-python", "langchain-ollama"))
     print(run.header())
-    results = []
+    models = (settings.consolidation_models or "").split(",")
+    by_model: dict[str, list[dict[str, Any]]] = {model: [] for model in models}
     for order, name in enumerate(names):
-        run.progress(f"{name}: {len(SCENARIOS[name].conversations)} conversations")
-        results.append(run_scenario(SCENARIOS[name], settings, run, order))
-    lines, summary, verdicts = report(results)
+        for model in alternated(models, order):
+            run.progress(f"{name} {model}: {len(SCENARIOS[name].conversations)} conversations")
+            chosen = replace(settings, consolidation_model=model or None)
+            by_model[model].append(run_scenario(SCENARIOS[name], chosen, run, order))
+    if len(models) == 1:
+        lines, summary, verdicts = report(by_model[models[0]])
+        run.finish(
+            lines,
+            args.json,
+            settings=settings,
+            results=by_model[models[0]],
+            summary=summary,
+            verdicts=verdicts,
+        )
+        return
+    lines, summaries, all_verdicts = [], {}, {}
+    for model, results in by_model.items():
+        model_lines, summaries[model], verdicts = report(results)
+        lines += [f"\n== consolidation model {model} ==", *model_lines]
+        all_verdicts |= {f"{model}: {goal}": value for goal, value in verdicts.items()}
     run.finish(
-        lines, args.json, settings=settings, results=results, summary=summary, verdicts=verdicts
+        lines,
+        args.json,
+        settings=settings,
+        results=by_model,
+        summary=summaries,
+        verdicts=all_verdicts,
     )
 
 

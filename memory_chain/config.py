@@ -214,6 +214,21 @@ class MemorySettings(BaseSettings):
         description="When Ollama is unreachable at start-up: run the embedded model "
         "(memory-chain[local-llm]) or nothing.",
     )
+    local_llm_chat_model: str = Field(
+        default="qwen2.5-coder:0.5b",
+        description="Embedded model that answers chats when the fallback runs: "
+        "qwen2.5-coder:0.5b (fastest first token), qwen2.5-coder:1.5b, or the path of a chat "
+        "GGUF file. Assembled from its installed parts and checked at start.",
+    )
+    local_llm_consolidation_model: str = Field(
+        default="qwen2.5-coder:1.5b",
+        description="Embedded model that writes summaries and learns facts in the background "
+        "when the fallback runs (same choices as local_llm_chat_model). The 1.5B learns what "
+        "the 0.5B misses (a move supersedes the old home) at about 1.9x its time per range, "
+        "which no chat waits for; when it differs from the chat model both are loaded "
+        "(~3 GB resident: the README's model table). Its parts missing: the chat model does "
+        "it.",
+    )
     local_llm_threads: int = Field(
         default=2,
         ge=1,
@@ -365,6 +380,8 @@ class MemorySettings(BaseSettings):
                 "or set embedding_runtime=torch"
             )
         self._check_keys()
+        for name in ("local_llm_chat_model", "local_llm_consolidation_model"):
+            self._check_embedded_model(name)
         for model, window in self.llm_context_windows.items():
             if not model.strip() or window < 256:
                 raise ValueError(
@@ -372,6 +389,14 @@ class MemorySettings(BaseSettings):
                     "at least 256 tokens"
                 )
         return self
+
+    def _check_embedded_model(self, name: str) -> None:
+        from memory_chain.local_llm.model import UnknownModelError, embedded_model
+
+        try:
+            embedded_model(getattr(self, name))
+        except UnknownModelError as exc:
+            raise ValueError(f"{name}: {exc}") from exc
 
     def _check_vector_backend(self) -> None:
         server = self.qdrant_url or self.qdrant_host

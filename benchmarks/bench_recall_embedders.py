@@ -26,9 +26,10 @@ warmed) before the stores fill. A multilingual probe
 the same language) gives accuracy at 1 per language.
 
 Fact-augmented keys (:mod:`memory_chain.retrieval.range_keys`) need what consolidation
-learnt from each range: ``--keys-cache``, written by ``recall_consolidation.py``; only the
-conversations it holds whole are measured (``recall_keys.py``), with the embedders of
-``--keys-embedders``.
+learnt from each range: ``--keys-cache``, written by ``recall_consolidation.py``; the
+questions of the conversations it holds are measured (``recall_keys.py``; turns past the
+last range it holds have no key, as a live conversation's unconsolidated tail), with the
+embedders of ``--keys-embedders``.
 """
 
 from __future__ import annotations
@@ -187,14 +188,24 @@ def measure_keys(
     cache: dict[str, Any],
     run: Run,
 ) -> dict[str, Any]:
-    """Recall with and without fact-augmented keys on the conversations the cache holds."""
-    whole = [s for s in samples if len(cache.get(s.sample_id, [])) * 10 >= len(s.turns)]
+    """Recall with and without fact-augmented keys on the conversations the cache holds.
+
+    A conversation the cache holds in part is measured too: its turns after the last range
+    consolidated have no key, as the tail of a live conversation has none yet.
+    """
+    held = [s for s in samples if cache.get(s.sample_id)]
     embeddings = manager.tier3.embeddings
     found = {
         s.sample_id: conversation_keys(
             manager, s, numbers[s.sample_id], cache[s.sample_id], embeddings
         )
-        for s in whole
+        for s in held
+    }
+    covered = {
+        s.sample_id: round(
+            100 * sum(len(r["dia_ids"]) for r in cache[s.sample_id]) / len(s.turns), 1
+        )
+        for s in held
     }
     mine = [a for a in asked if a.conversation in found]
     run.progress(f"fact keys: {len(found)} conversations, {len(mine)} questions")
@@ -203,6 +214,7 @@ def measure_keys(
     keyed = [credited(a, found[a.conversation]) for a in mine]
     return {
         "conversations": sorted(found),
+        "turns_with_keys_percent": covered,
         "questions": len(mine),
         "recall": key_recall(mine, keyed, weights, DEFAULT_KS),
     }
@@ -233,8 +245,9 @@ def report(results: dict[str, Any]) -> list[str]:
         if "keys" in r:
             keys = r["keys"]
             lines.append(
-                f"\nfact-augmented keys ({name}; {', '.join(keys['conversations'])}, "
-                f"{keys['questions']} questions; fusion weights of each fold)"
+                f"\nfact-augmented keys ({name}; {keys['questions']} questions of "
+                f"{keys['turns_with_keys_percent']} (% of turns with a key); fusion weights "
+                "of each fold)"
             )
             lines += table(
                 ["variant", *(f"R@{k}" for k in DEFAULT_KS)],
@@ -280,6 +293,7 @@ def main() -> None:
     for position, name in enumerate(settings.embedders.split(",")):
         run.progress(f"{name}: starting")
         results[name] = measure_one(name, settings, run, keyword=position == 0, cache=cache)
+        run.write_json(args.json, settings=settings, results=results, partial=True)
     lines = report(results)
     lines.append(f"range_key weights tried: {RANGE_WEIGHTS}")
     run.finish(lines, args.json, settings=settings, results=results)

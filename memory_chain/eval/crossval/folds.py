@@ -167,15 +167,20 @@ def paired_counts(
 
 
 def fold_choices(
-    asked: Sequence[Asked], mode: RetrievalMode, ks: Sequence[int]
+    asked: Sequence[Asked],
+    mode: RetrievalMode,
+    ks: Sequence[int],
+    grid: Sequence[FusionWeights] | None = None,
 ) -> tuple[list[FusionWeights], dict[str, int], list[list[dict[int, float]]]]:
     """Leave one conversation out: the grid point each fold chooses on the others.
+
+    ``grid`` replaces the mode's grid (:data:`GRIDS`) when given.
 
     Returns:
         The grid, conversation → index of the weights chosen without it, and the recall of
         every question under every grid point (computed once).
     """
-    grid = _grid(mode)
+    grid = list(grid) if grid is not None else _grid(mode)
     table = [recalls(asked, weights, ks) for weights in grid]
     chosen: dict[str, int] = {}
     for conversation in dict.fromkeys(a.conversation for a in asked):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,14 @@ def load_model(name: str, device: str = "cpu") -> Any:
     return model
 
 
+@dataclass(frozen=True)
+class Prompts:
+    """Texts put before what is embedded: a query, and a stored text (none by default)."""
+
+    query: str = ""
+    document: str = ""
+
+
 class LocalEmbeddings(Embeddings):
     """What every in-process embedding runtime shares: batching, the dimension check, lists.
 
@@ -96,6 +105,9 @@ class LocalEmbeddings(Embeddings):
             it).
         batch_size: Texts per forward pass when embedding documents.
         threads: Intra-op threads of the runtime (``None`` leaves the runtime's default).
+        prompts: What is put before a query and before a stored text (a model trained with
+            prefixes wants them: e5's ``"query: "`` and ``"passage: "``, EmbeddingGemma's
+            ``"task: search result | query: "`` and ``"title: none | text: "``).
     """
 
     def __init__(
@@ -105,6 +117,7 @@ class LocalEmbeddings(Embeddings):
         dimension: int = 384,
         batch_size: int = 64,
         threads: int | None = 1,
+        prompts: Prompts | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
@@ -112,15 +125,22 @@ class LocalEmbeddings(Embeddings):
         self.dimension = dimension
         self.batch_size = batch_size
         self.threads = threads
+        self.prompts = prompts or Prompts()
 
-    def _encode(self, texts: list[str], batch_size: int) -> Any:
-        """One normalized vector per text, as a 2-d numpy array (``texts`` is not empty)."""
+    def _encode(self, texts: list[str], batch_size: int, *, query: bool = False) -> Any:
+        """One normalized vector per text, as a 2-d numpy array (``texts`` is not empty).
+
+        ``query`` tells a query from stored texts (for a runtime that prefixes them itself).
+        """
         raise NotImplementedError
 
-    def _vectors(self, texts: Sequence[str], batch_size: int) -> list[list[float]]:
+    def _vectors(
+        self, texts: Sequence[str], batch_size: int, *, query: bool = False
+    ) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._encode(list(texts), batch_size)
+        prefix = self.prompts.query if query else self.prompts.document
+        vectors = self._encode([prefix + text for text in texts], batch_size, query=query)
         if vectors.shape[1] != self.dimension:
             raise ValueError(
                 f"model {self.model_name!r} makes {vectors.shape[1]}-d vectors but "
@@ -139,7 +159,7 @@ class LocalEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
         with metrics.embedding_timer("query", 1):
-            return self._vectors([text], 1)[0]
+            return self._vectors([text], 1, query=True)[0]
 
 
 class SentenceEmbeddings(LocalEmbeddings):
@@ -150,6 +170,7 @@ class SentenceEmbeddings(LocalEmbeddings):
         dimension: The model's output size.
         batch_size: Texts per forward pass when embedding documents.
         threads: torch intra-op threads to use (``None`` leaves torch's default).
+        prompts: What is put before a query and a stored text (:class:`Prompts`).
         device: torch device.
     """
 
@@ -160,9 +181,12 @@ class SentenceEmbeddings(LocalEmbeddings):
         dimension: int = 384,
         batch_size: int = 64,
         threads: int | None = 1,
+        prompts: Prompts | None = None,
         device: str = "cpu",
     ) -> None:
-        super().__init__(model_name, dimension=dimension, batch_size=batch_size, threads=threads)
+        super().__init__(
+            model_name, dimension=dimension, batch_size=batch_size, threads=threads, prompts=prompts
+        )
         self.device = device
 
     @property
@@ -172,7 +196,7 @@ class SentenceEmbeddings(LocalEmbeddings):
         set_torch_threads(self.threads)
         return model
 
-    def _encode(self, texts: list[str], batch_size: int) -> Any:
+    def _encode(self, texts: list[str], batch_size: int, *, query: bool = False) -> Any:
         return self.model.encode(
             texts,
             batch_size=batch_size,

@@ -25,7 +25,7 @@ from typing import Any
 
 from memory_chain.config import DEFAULT_EMBEDDING_MODEL
 from memory_chain.errors import EmbeddingModelError
-from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, resolve_model
+from memory_chain.tiers.vectors.embeddings import LocalEmbeddings, Prompts, resolve_model
 from memory_chain.tiers.vectors.onnx_build import Quantization, ensure_onnx_model
 from memory_chain.tiers.vectors.onnx_session import OnnxSession, check_pooling, run_in_batches
 
@@ -52,6 +52,7 @@ class OnnxEmbeddings(LocalEmbeddings):
             runs alone).
         workers: Forward passes run at once when embedding documents (each on ``threads``
             intra-op threads; 1 runs them one after another). Bulk loading uses every core.
+        prompts: What is put before a query and a stored text.
     """
 
     def __init__(
@@ -65,8 +66,11 @@ class OnnxEmbeddings(LocalEmbeddings):
         quantization: Quantization = "none",
         max_batch_tokens: int = 256,
         workers: int = 1,
+        prompts: Prompts | None = None,
     ) -> None:
-        super().__init__(model_name, dimension=dimension, batch_size=batch_size, threads=threads)
+        super().__init__(
+            model_name, dimension=dimension, batch_size=batch_size, threads=threads, prompts=prompts
+        )
         if quantization not in ("none", "int8"):
             raise ValueError(f"quantization must be 'none' or 'int8', not {quantization!r}")
         if max_batch_tokens < 1:
@@ -101,7 +105,7 @@ class OnnxEmbeddings(LocalEmbeddings):
                 _sessions[self._key] = loaded
         return loaded
 
-    def _encode(self, texts: list[str], batch_size: int) -> Any:
+    def _encode(self, texts: list[str], batch_size: int, *, query: bool = False) -> Any:
         # Longest first, in passes of at most max_batch_tokens padded tokens: each pads
         # little, and small passes keep the activations in cache (batches of 64 LoCoMo turns
         # ran 2-3x slower per sentence than batches of ~8, on either runtime).

@@ -102,24 +102,36 @@ def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn
 
 
 @contextmanager
-def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels]:
-    """The model behind the Ollama API at ``llm_url``, or the embedded model for the run.
+def served_models(
+    llm_url: str | None,
+    model: str | None,
+    *,
+    model_path: Path | None = None,
+    window: int | None = None,
+) -> Iterator[ChatModels]:
+    """The model behind the Ollama API at ``llm_url``, or a model served for the run.
 
     Both ``chat`` and ``summary`` are one greedy ``ChatOllama``; the catalog gives the model's
-    window and token counter. The embedded model's server is stopped on exit.
+    window and token counter (the embedded model's tokenizer, which the Qwen2.5 models share).
+    Without ``llm_url``, the GGUF at ``model_path`` (default: the embedded model) is served
+    in this process with a context of ``window`` tokens (default: the engine's) and stopped
+    on exit. ``window``, when given, is also the window the prompts are built for.
     """
+    from langchain_ollama import ChatOllama
+
+    from memory_chain.local_llm.model import MODEL_NAME
+    from memory_chain.local_llm.tokenizer import embedded_model_counter
+
+    name = model or MODEL_NAME
     server = None
     url = llm_url
     if url is None:
         from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
+        from memory_chain.local_llm.engine import DEFAULT_N_CTX
 
-        server = OllamaAPIServer(ensure_local_model(default_models_dir()), n_threads=2)
+        path = model_path or ensure_local_model(default_models_dir())
+        server = OllamaAPIServer(path, model_name=name, n_threads=2, n_ctx=window or DEFAULT_N_CTX)
         url = server.start()
-    from langchain_ollama import ChatOllama
-
-    from memory_chain.local_llm.model import MODEL_NAME
-
-    name = model or MODEL_NAME
     llm = ChatOllama(base_url=url, model=name, temperature=0)
     try:
         yield ChatModels(
@@ -128,7 +140,12 @@ def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels
             provider="ollama" if server is None else "embedded",
             base_url=url,
             detail=f"{name} at {url}",
-            catalog=OllamaCatalog(url, default_model=name, local_counters=embedded_counters()),
+            catalog=OllamaCatalog(
+                url,
+                default_model=name,
+                local_counters=embedded_counters() | {name: embedded_model_counter},
+                windows={name: window} if window else None,
+            ),
             temperature=0.0,
         )
     finally:

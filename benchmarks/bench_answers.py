@@ -10,10 +10,11 @@ Run from the repository root (the data stays where it is)::
 Each conversation of a LoCoMo-format file (``--samples``, default all, in file order) is
 stored for a user of its own, as ``memory-chain eval locomo --answers`` stores it (speaker A
 as the user, ``"<speaker>: <text>"``, each session's date on its turns; tier 3 filled). Its
-non-adversarial questions (a seeded sample of ``--questions`` per conversation) are asked,
-one conversation after the other, each with the answer hint of ``eval/answers.py``, through
-the chat's own prompt (:func:`~memory_chain.eval.answers.answer`: ``build_prompt``, greedy,
-at most 64 reply tokens), with:
+non-adversarial questions (a seeded sample of ``--questions`` per conversation, in a seeded
+random order: the file lists them by kind) are asked, one conversation after the other,
+each with the answer hint of ``eval/answers.py``, through the chat's own prompt
+(:func:`~memory_chain.eval.answers.answer`: ``build_prompt``, greedy, at most 64 reply
+tokens), with:
 
 - ``memory 2048`` / ``memory 4096``: what ``MemoryManager.retrieve`` finds for the question,
   asked in a new conversation of the user (deleted afterwards), in a prompt built for a
@@ -48,6 +49,7 @@ in the JSON, written after each question.
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import sys
 import time
@@ -253,6 +255,16 @@ def verdicts(results: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def asked_order(
+    sample: LocomoSample, count: int, seed: int
+) -> list[tuple[LocomoSample, LocomoQuestion]]:
+    """``count`` of the conversation's questions (seeded), shuffled: the file lists them by
+    kind, so a run stopped by ``--minutes`` still asks a mix of every category."""
+    chosen = sample_questions([sample], count, seed=seed)
+    random.Random(seed).shuffle(chosen)
+    return chosen
+
+
 def chosen_samples(settings: Settings) -> list[LocomoSample]:
     loaded, _ = load_locomo(settings.data)
     if not settings.samples:
@@ -284,9 +296,7 @@ def main() -> None:
     print(run.header())
     samples = chosen_samples(settings)
     per_sample = settings.questions or sys.maxsize
-    chosen = [
-        pair for s in samples for pair in sample_questions([s], per_sample, seed=settings.seed)
-    ]
+    chosen = [pair for s in samples for pair in asked_order(s, per_sample, settings.seed)]
     memory = MemorySettings()
     reply_tokens = answering_settings(memory).llm_max_tokens
     stages: dict[str, float] = {}

@@ -289,3 +289,15 @@ def test_a_question_is_asked_every_way_on_a_stored_conversation(
     assert row["none"]["reply"] == "I do not know."
     tokens = {name: row[name]["prompt_tokens"] for name in bench.conditions(facts=False)}
     assert tokens["none"] < tokens["last 4096"] < 400 < tokens["whole"]
+
+
+def test_a_stopped_run_has_asked_a_mix_of_questions(bench: ModuleType) -> None:
+    from memory_chain.eval.locomo_data import LocomoQuestion, LocomoSample
+
+    questions = [LocomoQuestion(f"q{i}", 1 + i // 10, ("D1:1",), "a") for i in range(40)]
+    sample = LocomoSample("conv", ("Ana", "Ben"), [], questions)
+    asked = bench.asked_order(sample, 40, seed=0)
+    assert asked == bench.asked_order(sample, 40, seed=0)  # seeded
+    assert sorted(q.question for _, q in asked) == sorted(q.question for q in questions)
+    first = {q.category for _, q in asked[:12]}
+    assert len(first) >= 3  # in file order the first 12 would be two kinds

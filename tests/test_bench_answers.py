@@ -62,6 +62,9 @@ def test_the_paired_test_counts_pairs_and_brackets_the_mean() -> None:
     assert clear.low == clear.high == 1.0
     assert clear.sign_p < 1e-9
     assert clear.as_dict()["outside_noise"] is True
+    one = paired_test([1.0], [0.0])  # an interval of one value, but one question is no evidence
+    assert one.low == one.high == 1.0
+    assert not one.outside_noise
 
 
 def test_the_bootstrap_is_seeded_and_checks_its_input() -> None:

@@ -7,9 +7,11 @@ Two conditions scored on the same questions give pairs of scores. Two tests of t
 - a paired bootstrap confidence interval of the mean difference: questions drawn with
   replacement (seeded), the difference of the means over each draw, its percentiles.
 
-A difference is outside the noise when the interval excludes 0; the sign test says the same
-from the counts alone. With a few dozen questions a difference of 5-10 points of F1 is
-usually inside it: the interval says how large a difference the sample could have shown.
+A difference is outside the noise when the interval excludes 0 and the sign test's p is
+under 0.05: a handful of pairs that all agree give an interval of one point (one question: a
+bootstrap of one value) but no evidence. With a few dozen questions a difference of 5-10
+points of F1 is usually inside the noise: the interval says how large a difference the
+sample could have shown.
 
 Example:
     >>> test = paired_test([1.0, 0.5, 1.0, 0.0], [0.0, 0.5, 0.5, 0.0])
@@ -27,6 +29,8 @@ from typing import Any
 
 from memory_chain.eval.crossval import sign_test
 
+#: The sign test's p under which a difference is not the sample's noise.
+SIGNIFICANCE = 0.05
 #: Bootstrap draws: the interval's ends move by well under 0.1 point between seeds.
 RESAMPLES = 10_000
 
@@ -59,8 +63,8 @@ class PairedTest:
 
     @property
     def outside_noise(self) -> bool:
-        """Whether the interval excludes 0 (the difference is not the sample's noise)."""
-        return self.low > 0 or self.high < 0
+        """Whether the interval excludes 0 and the sign test's p is under 0.05."""
+        return (self.low > 0 or self.high < 0) and self.sign_p < SIGNIFICANCE
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary (with ``outside_noise``)."""

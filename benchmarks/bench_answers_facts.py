@@ -54,6 +54,7 @@ from memory_chain.eval.locomo import EvalProgress, ingested
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
 from memory_chain.extraction import FactExtractor
 from memory_chain.manager import MemoryManager
+from memory_chain.schemas import MemoryContext
 
 CONDITIONS = ("facts on", "facts off")
 
@@ -105,7 +106,7 @@ def learn_facts(
     extractor: FactExtractor,
     sample: LocomoSample,
     numbers: dict[str, int],
-    settings: Settings,
+    range_turns: int,
     run: Run,
 ) -> tuple[list[str], list[float]]:
     """File the user's facts from the stored turns, session by session.
@@ -124,7 +125,7 @@ def learn_facts(
             user,
             sample.sample_id,
             turns,
-            settings.range_turns,
+            range_turns,
             lambda error, label=label: run.progress(f"{label}: {error}"),
         )
         seconds += took
@@ -132,11 +133,18 @@ def learn_facts(
     return [fact.text for fact in manager.facts(user, limit=10_000)], seconds
 
 
-def ask(
-    core: ChatCore, sample: LocomoSample, question: LocomoQuestion, number: int
-) -> dict[str, Any]:
-    """One question, answered with the facts and without: replies, F1, seconds, facts shown."""
-    manager = core.manager
+def without_facts(context: MemoryContext) -> MemoryContext:
+    """``context`` with no facts section, and no recalled turn's note of the fact now in its
+    place: what the chat would have shown had nothing been learnt."""
+    items = tuple(replace(item, note=None) for item in context.items)
+    return replace(context, facts=(), items=items)
+
+
+def retrieved(
+    manager: MemoryManager, sample: LocomoSample, question: LocomoQuestion, number: int
+) -> tuple[str, MemoryContext, dict[str, Any]]:
+    """What the chat's retrieval finds for a question asked in a new conversation of the user
+    (deleted afterwards): the message asked, the context, and the question's row."""
     user = user_of(sample)
     asked_in = f"question-{number}"
     text = question.question + ANSWER_HINT
@@ -144,9 +152,6 @@ def ask(
         context = manager.retrieve(asked_in, user, text)
     finally:
         manager.delete_conversation(asked_in, user)
-    # Facts off: no facts section, and no recalled turn's note of the fact now in its place.
-    items = tuple(replace(item, note=None) for item in context.items)
-    contexts = {"facts on": context, "facts off": replace(context, facts=(), items=items)}
     row: dict[str, Any] = {
         "conversation": sample.sample_id,
         "question": question.question,
@@ -155,6 +160,15 @@ def ask(
         "facts": len(context.facts),
         "degraded": list(context.degraded),
     }
+    return text, context, row
+
+
+def ask(
+    core: ChatCore, sample: LocomoSample, question: LocomoQuestion, number: int
+) -> dict[str, Any]:
+    """One question, answered with the facts and without: replies, F1, seconds, facts shown."""
+    text, context, row = retrieved(core.manager, sample, question, number)
+    contexts = {"facts on": context, "facts off": without_facts(context)}
     for condition in alternated(CONDITIONS, number + 1):
         nanoseconds, reply = timed(reply_to, core, contexts[condition], text)
         row[condition] = {
@@ -253,7 +267,7 @@ def main() -> None:
         )
         for sample in samples:
             learnt[sample.sample_id], took = learn_facts(
-                manager, extractor, sample, numbers[sample.sample_id], settings, run
+                manager, extractor, sample, numbers[sample.sample_id], settings.range_turns, run
             )
             seconds += took
         reply_tokens = answering_settings(memory).llm_max_tokens

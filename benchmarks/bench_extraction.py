@@ -102,26 +102,40 @@ def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn
 
 
 @contextmanager
-def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels]:
-    """The model behind the Ollama API at ``llm_url``, or an embedded model for the run.
+def served_models(
+    llm_url: str | None,
+    model: str | None,
+    *,
+    model_path: Path | None = None,
+    window: int | None = None,
+) -> Iterator[ChatModels]:
+    """The model behind the Ollama API at ``llm_url``, or a model served for the run.
 
-    Without ``llm_url``, ``model`` is an embedded model's name or a GGUF path (default: the
-    0.5B), served for the run. Both ``chat`` and ``summary`` are one greedy ``ChatOllama``;
-    the catalog gives the model's window and token counter. The embedded model's server is
-    stopped on exit.
+    Both ``chat`` and ``summary`` are one greedy ``ChatOllama``; the catalog gives the model's
+    window and token counter (an embedded model's own tokenizer; the 0.5B's for another GGUF,
+    whose vocabulary the Qwen2.5 models share). Without ``llm_url``, ``model`` is an embedded
+    model's name or a GGUF path (default: the 0.5B), or ``model_path`` a GGUF file served under
+    the name ``model``; it is served in this process with a context of ``window`` tokens
+    (default: the engine's) and stopped on exit. ``window``, when given, is also the window
+    the prompts are built for.
     """
     from memory_chain.local_llm.model import DEFAULT_MODEL, embedded_model
+    from memory_chain.local_llm.tokenizer import embedded_model_counter
 
     server = None
     url = llm_url
     name = model or DEFAULT_MODEL.name
     if url is None:
         from memory_chain.local_llm import OllamaAPIServer, default_models_dir, ensure_local_model
+        from memory_chain.local_llm.engine import DEFAULT_N_CTX
 
-        chosen = embedded_model(name)
-        path = ensure_local_model(default_models_dir(), model=chosen)
-        server = OllamaAPIServer(path, model_name=chosen.name, n_threads=2)
-        name = chosen.name
+        if model_path is None:
+            chosen = embedded_model(name)
+            model_path = ensure_local_model(default_models_dir(), model=chosen)
+            name = chosen.name
+        server = OllamaAPIServer(
+            model_path, model_name=name, n_threads=2, n_ctx=window or DEFAULT_N_CTX
+        )
         url = server.start()
     from langchain_ollama import ChatOllama
 
@@ -133,7 +147,12 @@ def served_models(llm_url: str | None, model: str | None) -> Iterator[ChatModels
             provider="ollama" if server is None else "embedded",
             base_url=url,
             detail=f"{name} at {url}",
-            catalog=OllamaCatalog(url, default_model=name, local_counters=embedded_counters()),
+            catalog=OllamaCatalog(
+                url,
+                default_model=name,
+                local_counters={name: embedded_model_counter} | embedded_counters(),
+                windows={name: window} if window else None,
+            ),
             temperature=0.0,
         )
     finally:

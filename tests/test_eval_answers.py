@@ -12,13 +12,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memory_chain.config import MemorySettings
-from memory_chain.eval.answers import (
-    answer_f1,
-    answering_settings,
-    evaluate_answers,
-    sample_questions,
-    token_f1,
-)
+from memory_chain.eval.answer_score import answer_f1, token_f1
+from memory_chain.eval.answers import answering_settings, evaluate_answers, sample_questions
 from memory_chain.eval.locomo_data import load_locomo
 
 

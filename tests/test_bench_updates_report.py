@@ -6,27 +6,20 @@ results needs none, so hand-made results stand in here.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.bench_scripts import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def update_report() -> Iterator[ModuleType]:
     """``benchmarks/update_report.py`` as the scripts import it (``benchmarks/`` on the path)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import update_report
-
-        yield update_report
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("update_report") as module:
+        yield module
 
 
 def _result(name: str, *, missing: int = 0, retired: bool = False) -> dict[str, Any]:

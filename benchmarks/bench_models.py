@@ -26,6 +26,7 @@ see the same machine load. Measured, for each model:
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx
 from bench_extraction import DATA, sessions_of
-from harness import Run, configure, fmt, memory_mb, ordered, parser, summarize, table
+from harness import (
+    Run,
+    configure,
+    fmt,
+    median_ratio,
+    memory_mb,
+    ordered,
+    parser,
+    summarize,
+    table,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_ollama import ChatOllama
 from loadgen import free_port
@@ -232,12 +243,14 @@ def chat(served: Served, messages: list[BaseMessage], reply_tokens: int) -> None
 
 
 def p50_s(samples_ns: Sequence[int]) -> float | None:
+    """The median of nanosecond samples in seconds (``summarize``'s p50), None without any."""
     stats = summarize(list(samples_ns), unit="ms")
     return stats["p50"] / 1000 if stats.get("p50") is not None else None
 
 
 def p50(values: Sequence[int]) -> float | None:
-    return float(sorted(values)[len(values) // 2]) if values else None
+    """The median of counts (facts, tokens), as ``summarize`` takes it; None without any."""
+    return float(statistics.median(values)) if values else None
 
 
 def main() -> None:
@@ -317,9 +330,9 @@ def main() -> None:
         a, b = servers
         lines.append(
             f"{b.name} over {a.name}: consolidation x"
-            f"{fmt(_ratio(b.consolidation_ns, a.consolidation_ns))}, first token x"
-            f"{fmt(_ratio(b.first_token_ns, a.first_token_ns))}, reply x"
-            f"{fmt(_ratio(b.reply_ns, a.reply_ns))}"
+            f"{fmt(median_ratio(b.consolidation_ns, a.consolidation_ns))}, first token x"
+            f"{fmt(median_ratio(b.first_token_ns, a.first_token_ns))}, reply x"
+            f"{fmt(median_ratio(b.reply_ns, a.reply_ns))}"
         )
     results = {
         s.name: {
@@ -336,11 +349,6 @@ def main() -> None:
         for s in servers
     }
     run.finish(lines, args.json, settings=settings, results=results)
-
-
-def _ratio(samples: Sequence[int], baseline: Sequence[int]) -> float | None:
-    a, b = p50(samples), p50(baseline)
-    return a / b if a is not None and b else None
 
 
 if __name__ == "__main__":

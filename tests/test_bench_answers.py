@@ -7,7 +7,6 @@ checked is what the benchmark computes from replies and how it builds the histor
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,9 +14,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from memory_chain.chat.budget import Budget, build_prompt
 from memory_chain.chat.models import OneModel
@@ -32,8 +29,8 @@ from memory_chain.eval.history_prompt import (
 from memory_chain.eval.paired import bootstrap_interval, paired_test
 from memory_chain.schemas import Turn
 from memory_chain.tokens import EstimatingCounter
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.bench_scripts import benchmark_module
+from tests.fake_chat import Scripted
 
 
 def test_contains_compares_normalized_words_in_order() -> None:
@@ -136,26 +133,14 @@ def test_the_history_fits_the_window_whole_and_the_same_for_every_question(windo
         assert budget.prompt - built[0].tokens < QUESTION_ROOM + 40
 
 
-class Recording(BaseChatModel):
-    """Says "Lisbon", reports its prompt's tokens, and keeps the prompts it was given."""
-
-    prompts: list[list[BaseMessage]] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "recording"
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.prompts.append(messages)
-        reply = AIMessage(
-            "Lisbon",
-            usage_metadata={"input_tokens": 321, "output_tokens": 2, "total_tokens": 323},
-        )
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+#: Says "Lisbon" and reports its prompt's tokens.
+LISBON = AIMessage(
+    "Lisbon", usage_metadata={"input_tokens": 321, "output_tokens": 2, "total_tokens": 323}
+)
 
 
 def test_an_answer_is_built_for_the_window_asked_and_reports_the_model_s_count() -> None:
-    model = Recording(prompts=[])
+    model = Scripted(otherwise=LISBON)
     core: Any = SimpleNamespace(models=OneModel(model, window=32768), default_reply_tokens=64)
     context = history_context("conv", "user", _conversation(sessions=30))
     whole = answer(core, context, "Where?")
@@ -172,13 +157,8 @@ def test_an_answer_is_built_for_the_window_asked_and_reports_the_model_s_count()
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
     """``benchmarks/bench_answers.py`` as the scripts import each other."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_answers
-
-        yield bench_answers
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("bench_answers") as module:
+        yield module
 
 
 def _row(category: str, scores: dict[str, tuple[float, bool, int]]) -> dict[str, Any]:
@@ -225,22 +205,14 @@ def test_the_report_pairs_memory_with_the_whole_conversation(bench: ModuleType) 
     assert bench.verdicts({"conditions": {}}) == {}
 
 
-class Echo(BaseChatModel):
-    """Replies with the last turn before the question, or the first recalled line, or nothing."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "echo"
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        system = str(messages[0].content)
-        if len(messages) > 2:
-            reply = str(messages[-2].content)
-        elif "Relevant memories" in system:
-            reply = system.split("(most relevant first):\n", 1)[1].splitlines()[0]
-        else:
-            reply = "I do not know."
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+def echo(messages: list[BaseMessage]) -> str:
+    """The last turn before the question, or the first recalled line, or nothing."""
+    system = str(messages[0].content)
+    if len(messages) > 2:
+        return str(messages[-2].content)
+    if "Relevant memories" in system:
+        return system.split("(most relevant first):\n", 1)[1].splitlines()[0]
+    return "I do not know."
 
 
 def test_a_question_is_asked_every_way_on_a_stored_conversation(
@@ -273,7 +245,9 @@ def test_a_question_is_asked_every_way_on_a_stored_conversation(
     samples, _ = load_locomo(path)
     with ingested(samples, None, lambda *_: None, {}, user_of=bench.user_of) as (manager, _):
         cores = {
-            window: ChatCore(manager, OneModel(Echo(), window=window), default_reply_tokens=64)
+            window: ChatCore(
+                manager, OneModel(Scripted(otherwise=echo), window=window), default_reply_tokens=64
+            )
             for window in (4096, 400)
         }
         history = {

@@ -6,26 +6,19 @@ figures computed from given samples.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.bench_scripts import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def harness() -> Iterator[ModuleType]:
     """The harness as the benchmark scripts import it (``benchmarks/`` on the path)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import harness
-
-        yield harness
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    with benchmark_module("harness") as module:
+        yield module
 
 
 def test_variants_take_turns_and_the_warm_up_is_not_kept(harness: ModuleType) -> None:

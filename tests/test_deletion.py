@@ -26,12 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
-from pydantic import Field
 from sqlalchemy import inspect, select, text, update
 
 from memory_chain.chain import build_chat_chain
@@ -50,18 +45,9 @@ from memory_chain.tiers.sql.models import conversations
 from memory_chain.tiers.sql.rows import client_id
 from memory_chain.tiers.vectors.index import VectorFilter
 from tests.conftest import _fresh_postgres_database
+from tests.fake_chat import Scripted, ScriptedFacts
 
 pytestmark = pytest.mark.slow
-
-
-class Recording(GenericFakeChatModel):
-    """A fake chat model that keeps the prompts it gets."""
-
-    prompts: list[str] = []
-
-    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
-        self.prompts.append("\n".join(str(m.content) for m in messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 @pytest.fixture
@@ -95,12 +81,12 @@ def _settle(services: Services) -> None:
 
 
 def _prompt(services: Services, user: str, question: str) -> str:
-    model = Recording(messages=iter(AIMessage("ok") for _ in range(10)), prompts=[])
+    model = Scripted(otherwise="ok")
     chain = build_chat_chain(ChatCore(services.manager, OneModel(model)))
     config = {"configurable": {"conversation_id": "probe", "user_id": user}}
     chain.invoke({"input": question}, config)
     services.manager.delete_conversation("probe", user)  # the probe's own chat
-    return model.prompts[-1]
+    return model.prompt_text()
 
 
 def _tier2_text(services: Services) -> str:
@@ -340,7 +326,7 @@ def test_the_older_value_holds_again_when_its_superseder_is_purged(services: Ser
 def test_an_erasure_during_consolidation_leaves_no_facts(services: Services) -> None:
     """The erasure lands after consolidation extracted a range's facts, before it files them."""
     _say(services, "ana", "home", "I live in Lisbon, near the river.")
-    llm = Scripted(replies=[json.dumps({"facts": [_extracted("I live in Lisbon.", 1)]})])
+    llm = ScriptedFacts(replies=[json.dumps({"facts": [_extracted("I live in Lisbon.", 1)]})])
     extractor = FactExtractor(llm, services.manager.fact_store)
     summarizer = RunnableLambda(lambda _inputs: "Ana lives in Lisbon.")
     consolidation = ConsolidationService(
@@ -401,7 +387,7 @@ def test_a_purge_racing_a_consolidations_filing_leaves_no_facts(
     """
     services = postgres_services
     _say(services, "ana", "home", "I live in Lisbon, near the river.")
-    llm = Scripted(replies=[json.dumps({"facts": [_extracted("I live in Lisbon.", 1)]})])
+    llm = ScriptedFacts(replies=[json.dumps({"facts": [_extracted("I live in Lisbon.", 1)]})])
     consolidation = ConsolidationService(
         services.store,
         services.buffer,
@@ -457,7 +443,7 @@ def test_a_purge_racing_a_consolidations_filing_leaves_no_facts(
 def test_purges_and_filings_in_free_races_leave_no_facts(postgres_services: Services) -> None:
     """Threads started together, no lock held by the test: whatever the order, no facts stay."""
     services = postgres_services
-    extractor = FactExtractor(Scripted(), services.manager.fact_store)
+    extractor = FactExtractor(ScriptedFacts(), services.manager.fact_store)
     found = [ExtractedFact("I live in Lisbon.", "biography", "home", 1, said_at=utcnow())]
     for round_ in range(6):
         conversation = f"home-{round_}"
@@ -483,25 +469,3 @@ def test_purges_and_filings_in_free_races_leave_no_facts(postgres_services: Serv
 
 def _extracted(text: str, turn: int) -> dict[str, Any]:
     return {"text": text, "kind": "biography", "subject": "home", "turn": turn, "replaces": None}
-
-
-class Scripted(BaseChatModel):
-    """Answers with the scripted replies in order; keeps the prompts."""
-
-    replies: list[str] = Field(default_factory=list)
-    prompts: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.prompts.append(messages)
-        reply = self.replies.pop(0) if self.replies else '{"facts": []}'
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 
 from memory_chain.config import MemorySettings
 from memory_chain.eval.answer_score import answer_f1, token_f1
 from memory_chain.eval.answers import answering_settings, evaluate_answers, sample_questions
 from memory_chain.eval.locomo_data import load_locomo
+from tests.fake_chat import Scripted
 
 
 def test_f1_normalizes_like_locomo() -> None:
@@ -26,23 +24,15 @@ def test_f1_normalizes_like_locomo() -> None:
     assert answer_f1("pottery, camping", "camping, pottery, painting", 4) == pytest.approx(0.8)
 
 
-class FirstMemory(BaseChatModel):
-    """Answers with the first remembered item of its prompt, or with the user's last turn."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "first-memory"
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        system = str(messages[0].content)
-        if "Relevant memories" in system:
-            first = system.split("Relevant memories (most relevant first):\n", 1)[1]
-            answer = first.splitlines()[0].split(") ", 1)[1]
-        elif len(messages) > 2:
-            answer = str(messages[-2].content)  # the last turn before the question
-        else:
-            answer = "I do not know."
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
+def first_memory(messages: list[BaseMessage]) -> str:
+    """The first remembered item of the prompt, or the user's last turn, or nothing."""
+    system = str(messages[0].content)
+    if "Relevant memories" in system:
+        first = system.split("Relevant memories (most relevant first):\n", 1)[1]
+        return first.splitlines()[0].split(") ", 1)[1]
+    if len(messages) > 2:
+        return str(messages[-2].content)  # the last turn before the question
+    return "I do not know."
 
 
 def _file(tmp_path: Path) -> Path:
@@ -76,7 +66,7 @@ def _file(tmp_path: Path) -> Path:
 
 def test_memory_makes_the_difference_and_nothing_is_left_behind(tmp_path: Path) -> None:
     path = _file(tmp_path)
-    report = evaluate_answers(path, FirstMemory(), questions=2)
+    report = evaluate_answers(path, Scripted(otherwise=first_memory), questions=2)
     assert report.questions == {"overall": 2, "single-hop": 2}
     # The cat and the marathon are far behind the recent turns: only retrieval finds them.
     assert report.f1["memory"] > 30.0
@@ -93,7 +83,7 @@ def test_questions_are_sampled_with_a_seed(tmp_path: Path) -> None:
     assert one == sample_questions(samples, 1, seed=3)
     assert len(sample_questions(samples, 10)) == 2  # no more than there are
     with pytest.raises(ValueError, match="positive"):
-        evaluate_answers(_file(tmp_path), FirstMemory(), questions=0)
+        evaluate_answers(_file(tmp_path), Scripted(otherwise=first_memory), questions=0)
 
 
 def test_the_benchmark_answers_greedily_and_briefly() -> None:

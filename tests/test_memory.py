@@ -42,6 +42,7 @@ from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.tier import Tier3
 from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
+from tests.fake_chat import Scripted
 
 pytestmark = USES_DEPRECATED_HISTORIES
 
@@ -685,16 +686,6 @@ class Down(GenericFakeChatModel):
         raise ConnectionError("connection refused")
 
 
-class Recording(GenericFakeChatModel):
-    """A fake chat model that keeps every prompt it was given."""
-
-    prompts: list[list[Any]] = []
-
-    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
-        self.prompts.append(messages)
-        return super()._generate(messages, *args, **kwargs)
-
-
 def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: Any) -> None:
     manager, _, _ = memory
     said = "Please remember this: the locker code is 4471."
@@ -706,7 +697,7 @@ def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: An
     turns = manager.store.get_turns("trip", user_id="ana")
     assert [(t.role, t.content) for t in turns] == [("user", said)]  # stored once
     # The same message again, the model back: it is answered, not stored a second time.
-    model = Recording(messages=iter([AIMessage("Noted.")]), prompts=[])
+    model = Scripted(replies=["Noted."])
     asyncio.run(chat_chain(manager, model).ainvoke({"input": " " + said}, CFG))
     turns = manager.store.get_turns("trip", user_id="ana")
     assert [(t.role, t.content) for t in turns] == [("user", said), ("assistant", "Noted.")]
@@ -715,7 +706,7 @@ def test_a_failed_model_call_keeps_the_message_and_a_retry_answers_it(memory: An
     # A message the client gave up on stays in the context of the next one.
     with pytest.raises(LLMUnavailableError):
         chat_chain(manager, Down(messages=iter([]))).invoke({"input": "And the bike?"}, CFG)
-    model = Recording(messages=iter([AIMessage("It is blue.")]), prompts=[])
+    model = Scripted(replies=["It is blue."])
     chat_chain(manager, model).invoke({"input": "What colour is it?"}, CFG)
     assert [m.content for m in model.prompts[0][1:]] == [
         said,

@@ -17,11 +17,8 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.language_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 from sqlalchemy import update
 
@@ -43,6 +40,7 @@ from memory_chain.tiers.vectors.index import VectorFilter
 from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.retriever import TurnRetriever
 from memory_chain.tiers.vectors.tier import Tier3
+from tests.fake_chat import Scripted
 
 SECRET = [
     ("user", "Please remember this: my locker code is 4471."),
@@ -58,16 +56,6 @@ KEPT = [
 ]
 QUERIES = ["What is my locker code?", "How does the safe open?", "When do we fly to Lisbon?"]
 GONE = ("4471", "9931")
-
-
-class Recording(GenericFakeChatModel):
-    """A fake chat model that keeps the prompts it gets."""
-
-    prompts: list[str] = []
-
-    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
-        self.prompts.append("\n".join(str(m.content) for m in messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 @pytest.fixture
@@ -95,14 +83,14 @@ def _everything_read(manager: MemoryManager) -> tuple[str, dict[str, int]]:
     """What every read path returns for the queries, as text; and how many items each gave."""
     seen: list[str] = []
     counts = {"chat prompt": 0, "search endpoint": 0, "retriever": 0, "facts": 0}
-    model = Recording(messages=iter(AIMessage("ok") for _ in range(100)), prompts=[])
+    model = Scripted(otherwise="ok")
     chain = build_chat_chain(ChatCore(manager, OneModel(model)))
     retriever = MemoryRetriever(search=manager, user_id="ana", k=8)
     for query in QUERIES:
         chain.invoke(
             {"input": query}, {"configurable": {"conversation_id": "now", "user_id": "ana"}}
         )
-        seen.append(model.prompts[-1])
+        seen.append(model.prompt_text())
         counts["chat prompt"] += len(manager.retrieve("now", "ana", query).items)
         found = manager.search("kept", "ana", query, k=8).items
         counts["search endpoint"] += len(found)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
@@ -53,32 +52,7 @@ from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tokens import EstimatingCounter
-
-NO_FACTS = '{"facts": []}'
-
-
-class Scripted(BaseChatModel):
-    """Answers with the scripted replies in order (an exception is raised); keeps prompts."""
-
-    replies: list[Any] = Field(default_factory=list)
-    prompts: list[list[BaseMessage]] = Field(default_factory=list)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.prompts.append(messages)
-        reply = self.replies.pop(0) if self.replies else NO_FACTS
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+from tests.fake_chat import NO_FACTS, ScriptedFacts
 
 
 class RecordingOllama(ChatOllama):
@@ -341,7 +315,7 @@ def test_a_long_range_is_read_in_parts_within_the_window(facts: FactStore) -> No
         ],
         long_turn,
     )
-    llm = Scripted()
+    llm = ScriptedFacts()
     counter = EstimatingCounter()
     extractor = FactExtractor(
         llm, facts, model=lambda: ModelInfo("tiny", 2_048, counter), reply_tokens=256
@@ -386,7 +360,7 @@ def test_replaces_is_trusted_only_for_a_similar_fact(
     paris = facts.add("ana", FactDraft("I live in Paris.", valid_from=april)).fact
     sushi = facts.add("ana", FactDraft("I love sushi.", kind="preference", valid_from=april)).fact
     chat = turns("I live in Berlin now. My dog is called Rex.", "Nice!")
-    llm = Scripted(replies=[NO_FACTS, NO_FACTS])
+    llm = ScriptedFacts(replies=[NO_FACTS, NO_FACTS])
     extractor = FactExtractor(llm, facts)
     extractor.extract("ana", chat)  # which label is which: the most relevant first
     listed = message_text(llm.prompts[0][-1]).split("\n\nChat:")[0].splitlines()[1:]
@@ -422,7 +396,7 @@ def test_facts_of_one_range_do_not_supersede_one_another(
     chat = turns("My brother Marek just opened a bike shop. I helped him paint the sign.", "Nice!")
     stored(sqlite_store, "shop", chat)
     extractor = FactExtractor(
-        Scripted(
+        ScriptedFacts(
             replies=[
                 reply(
                     fact("My brother Marek just opened a bike shop.", 1, subject="brother"),
@@ -450,7 +424,7 @@ def test_forget_requests_are_no_source_of_facts(facts: FactStore) -> None:
         "Remember that my wife is Ana.",  # a save is shown: it gives the saved fact a subject
         "Noted.",
     )
-    llm = Scripted(
+    llm = ScriptedFacts(
         replies=[
             reply(
                 fact("I smoke a few cigarettes a day.", 1, subject="smoking"),
@@ -469,7 +443,7 @@ def test_forget_requests_are_no_source_of_facts(facts: FactStore) -> None:
         ("My wife is Ana.", 9),
     ]
     # A range of requests to forget only asks the model nothing.
-    quiet = Scripted()
+    quiet = ScriptedFacts()
     assert FactExtractor(quiet, facts).extract("ana", turns("Forget that I smoke.", "Done.")) == []
     assert quiet.prompts == []
 
@@ -505,7 +479,7 @@ def test_consolidation_files_extracted_facts_with_their_turns(
     store, facts = service_parts
     said = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
     _chat(store, "family", [t.content for t in CHAT], start=said)
-    llm = Scripted(
+    llm = ScriptedFacts(
         replies=[
             reply(
                 fact("My daughter Mia turns 7 in May.", 1, subject="daughter", kind="relationship"),
@@ -542,7 +516,7 @@ def test_facts_past_the_users_limit_are_skipped_and_the_range_consolidated(
     facts = FactStore(sqlite_store.database, embed=embeddings.embed_documents, max_facts=2)
     facts.add("ana", FactDraft("I play the cello on Sundays."))
     _chat(sqlite_store, "family", [t.content for t in CHAT])
-    llm = Scripted(
+    llm = ScriptedFacts(
         replies=[
             reply(
                 fact("My daughter Mia turns 7 in May.", 1, subject="daughter", kind="relationship"),
@@ -575,7 +549,7 @@ def test_a_failed_extraction_keeps_the_summary_and_is_counted(
 ) -> None:
     store, facts = service_parts
     _chat(store, "family", [t.content for t in CHAT])
-    service = _consolidation(store, FactExtractor(Scripted(replies=[failure]), facts))
+    service = _consolidation(store, FactExtractor(ScriptedFacts(replies=[failure]), facts))
     try:
         stored = service.consolidate("family", "ana")
     finally:
@@ -606,7 +580,7 @@ def test_a_fact_dismissed_on_request_is_not_learnt_again_from_the_request(
         ],
     )
     assert facts.of_user("ana") == []
-    llm = Scripted(replies=[reply(fact("I smoke.", 1, subject="smoking"))])
+    llm = ScriptedFacts(replies=[reply(fact("I smoke.", 1, subject="smoking"))])
     service = _consolidation(store, FactExtractor(llm, facts))
     try:
         assert service.consolidate("quit", "ana") is not None
@@ -628,7 +602,7 @@ def test_an_explicit_save_takes_the_extracted_subject_and_a_later_value_supersed
     )
     (saved,) = facts.of_user("ana")
     assert (saved.text, saved.origin, saved.subject) == ("I live in Lisbon.", "explicit", None)
-    llm = Scripted(
+    llm = ScriptedFacts(
         replies=[
             reply(fact("I live in Lisbon.", 1, subject="home city", kind="biography")),
             reply(fact("I live in Porto now.", 1, subject="Home City", kind="biography")),

@@ -1,0 +1,78 @@
+"""A fake chat model for tests: it keeps every prompt and answers from a script.
+
+``Scripted(replies=[...], otherwise=...)`` answers each call with its next reply, then, once
+they are used up, with ``otherwise``. A reply is a text, an ``AIMessage`` (to report usage
+metadata, say), an exception (raised, as a failing model server would) or a function of the
+prompt returning a text or a message (a model that answers from what its prompt holds)::
+
+    llm = Scripted(replies=['{"facts": []}', TimeoutError("slow")], otherwise="ok")
+    llm.invoke("hi")  # '{"facts": []}', then TimeoutError, then "ok" from then on
+    llm.prompts[0]  # [HumanMessage("hi")]; llm.prompt_text(0) == "hi"
+
+``ScriptedFacts`` answers :data:`NO_FACTS` once its replies are used up (a fact extractor's
+model).
+
+It answers through ``_generate`` only (a stream is one chunk). For a model that must stream
+word by word, use LangChain's ``GenericFakeChatModel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+#: A fact extractor's reply that finds nothing.
+NO_FACTS = '{"facts": []}'
+#: What a scripted reply may be.
+Reply = str | AIMessage | Exception | Callable[[list[BaseMessage]], str | AIMessage]
+
+
+class Scripted(BaseChatModel):
+    """Answers with the scripted replies in order, then with ``otherwise``; keeps the prompts.
+
+    Attributes:
+        replies: The next replies, used up in order.
+        otherwise: The reply once ``replies`` is empty.
+        prompts: Every prompt the model was given, in order.
+    """
+
+    replies: list[Any] = Field(default_factory=list)
+    otherwise: Any = ""
+    prompts: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def prompt_text(self, index: int = -1) -> str:
+        """A prompt it was given (the last by default) as one text, a line per message."""
+        return "\n".join(str(message.content) for message in self.prompts[index])
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.prompts.append(messages)
+        reply: Reply = self.replies.pop(0) if self.replies else self.otherwise
+        if isinstance(reply, Exception):
+            raise reply
+        if callable(reply):
+            reply = reply(messages)
+        # A copy: LangChain sets the returned message's id and metadata in place.
+        message = reply.model_copy() if isinstance(reply, AIMessage) else AIMessage(reply)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class ScriptedFacts(Scripted):
+    """A model that fact extraction asks: the scripted replies, then no facts."""
+
+    otherwise: Any = NO_FACTS

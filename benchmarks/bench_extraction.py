@@ -4,6 +4,9 @@ Run from the repository root (the data stays where it is)::
 
     python benchmarks/bench_extraction.py --quick
     python benchmarks/bench_extraction.py --sessions 3 --json /tmp/extraction.json
+    python benchmarks/bench_extraction.py --sessions 1 \\
+        --models qwen2.5-coder:0.5b,qwen2.5-coder:1.5b --json /tmp/extraction.json
+    python benchmarks/bench_extraction.py --rescore /tmp/extraction.json   # no model
 
 Each conversation of a LoCoMo-format file is replayed as speaker A (the user) talking with
 speaker B (the assistant), its first ``--sessions`` sessions cut into ranges of
@@ -15,11 +18,16 @@ same model, the running summary carried over), so a range's consolidation time w
 extraction (the summary: before) and with it (summary + extraction: after) come from one run.
 Gold: the file's ``observation`` facts about speaker A in those sessions.
 
-Match rule: a gold observation is recalled when some fact extracted from its session has a
-cosine of at least *t* with it (all-MiniLM-L6-v2); an extracted fact is correct when it has
-*t* with some gold observation of its session. Extracted facts are in the first person: "I",
-"my", "me" are rendered as the speaker's name first. *t* is chosen on the first
-conversation (best F1 over 0.40-0.80) and precision and recall are reported on the others.
+Match rule (:mod:`memory_chain.eval.fact_match`): a fact and an observation match when their
+all-MiniLM-L6-v2 cosine is at least *t*, one-to-one (a maximum matching per session: ten
+copies of one right fact count once, one broad fact recalls one observation). Extracted
+facts are in the first person: "I", "my", "me" are rendered as the speaker's name first.
+*t* is chosen leave-one-conversation-out, as the lowest at which at most 5 % of the other
+conversations' facts match a third conversation's observations (someone else's life: a
+match there is chance), and each conversation is scored at the *t* its others chose. The
+earlier many-to-one rule at the same *t* is printed beside it. With ``--models``, each model
+reads the same sessions in turn, in one run; the facts found are in the JSON, and
+``--rescore FILE`` scores a run's JSON again without a model.
 """
 
 from __future__ import annotations
@@ -27,24 +35,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np
-from harness import Run, configure, fmt, parser, summarize
+from harness import Run, configure, fmt, parser, summarize, table
 from langchain_core.runnables import Runnable
 
 from memory_chain.catalog import OllamaCatalog
+from memory_chain.eval.fact_match import Conversation, Counts, Embed, Scores, Session, held_out
 from memory_chain.extraction import ExtractedFact, FactExtractor
 from memory_chain.llm import ChatModels, embedded_counters
 from memory_chain.schemas import Turn
@@ -54,7 +61,6 @@ from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 
 DATA = Path("../shared/data/locomo/locomo-dev.json")
-THRESHOLDS = [round(0.40 + 0.05 * i, 2) for i in range(9)]
 
 
 @dataclass(frozen=True)
@@ -65,18 +71,12 @@ class Settings:
     range_turns: int = 10
     llm_url: str | None = None
     model: str | None = None
+    models: str | None = None
+    rescore: Path | None = None
     quick: bool = False
 
 
-QUICK = {"conversations": 2, "sessions": 1}
-
-
-def first_person_as(name: str, text: str) -> str:
-    """A first-person fact about ``name`` in the third person, roughly ("I'm" → "Ana is")."""
-    text = re.sub(r"\bI(?:'m| am)\b", f"{name} is", text)
-    text = re.sub(r"\bI've\b", f"{name} has", text)
-    text = re.sub(r"\bmy\b|\bMy\b", f"{name}'s", text)
-    return re.sub(r"\bI\b|\bme\b|\bmyself\b", name, text)
+QUICK = {"conversations": 3, "sessions": 1}
 
 
 def sessions_of(sample: dict[str, Any], count: int) -> list[tuple[int, list[Turn], list[str]]]:
@@ -200,27 +200,6 @@ def learn_ranges(
     return found, seconds, summarizing
 
 
-def scores(gold: np.ndarray, found: np.ndarray, t: float) -> tuple[int, int, int, int]:
-    """(gold recalled, gold, found correct, found) at threshold ``t``."""
-    if not len(gold) or not len(found):
-        return 0, len(gold), 0, len(found)
-    cosine = gold @ found.T
-    return (
-        int((cosine.max(axis=1) >= t).sum()),
-        len(gold),
-        int((cosine.max(axis=0) >= t).sum()),
-        len(found),
-    )
-
-
-def prf(counts: list[tuple[int, int, int, int]]) -> tuple[float, float, float]:
-    recalled, gold, correct, found = (sum(c[i] for c in counts) for i in range(4))
-    precision = correct / found if found else 0.0
-    recall = recalled / gold if gold else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
 def locomo_options(found: argparse.ArgumentParser, conversations: str, sessions: str) -> None:
     """The options of a benchmark that replays LoCoMo sessions to a model (this one and
     ``bench_answers_facts.py``): the file, how much of it, the range size and the model."""
@@ -236,20 +215,23 @@ def locomo_options(found: argparse.ArgumentParser, conversations: str, sessions:
     )
 
 
-def main() -> None:
-    found = parser(__doc__, quick="two conversations, one session each")
-    locomo_options(found, "conversations replayed (5)", "sessions of each (3)")
-    args = found.parse_args()
-    settings = configure(Settings(), args, QUICK)
-    run = Run("extraction", packages=("llama-cpp-python", "langchain-ollama"))
-    print(run.header())
+@dataclass
+class Extracted:
+    """What one model extracted from the sessions, and how long its ranges took."""
+
+    model: str
+    conversations: list[Conversation]
+    seconds: list[float]
+    summarizing: list[float]
+
+
+def extract(settings: Settings, model: str | None, run: Run) -> Extracted:
+    """Replay the sessions to ``model`` (served for the run, or at ``--llm-url``)."""
     samples = json.loads(settings.data.read_text(encoding="utf-8"))[: settings.conversations]
     embeddings = SentenceEmbeddings()
-    seconds: list[float] = []
-    summarizing: list[float] = []
-    per_sample: list[tuple[str, list[tuple[np.ndarray, np.ndarray]]]] = []
+    done = Extracted(model or "default", [], [], [])
     with (
-        served_models(settings.llm_url, settings.model) as models,
+        served_models(settings.llm_url, model) as models,
         tempfile.TemporaryDirectory() as folder,
     ):
         engine = create_sql_engine(f"sqlite:///{folder}/bench.db")
@@ -260,9 +242,9 @@ def main() -> None:
         summarizer = build_summarization_chain(models.summary)
         for sample in samples:
             sample_id, speaker = sample["sample_id"], sample["conversation"]["speaker_a"]
-            pairs = []
+            sessions = []
             for number, turns, gold in sessions_of(sample, settings.sessions):
-                label = f"{sample_id} session {number}"
+                label = f"{done.model} {sample_id} session {number}"
                 extracted, took, summary_took = learn_ranges(
                     extractor,
                     sample_id,
@@ -272,59 +254,110 @@ def main() -> None:
                     lambda error, label=label: run.progress(f"{label}: {error}"),
                     summarizer,
                 )
-                seconds += took
-                summarizing += summary_took
-                texts = [first_person_as(speaker, f.text) for f in extracted]
-                run.progress(f"{label}: {len(texts)} facts, {len(gold)} gold")
-                # A session with no facts (or no gold) is an empty matrix: nothing to embed.
-                gold_vectors, found_vectors = (
-                    np.asarray(embeddings.embed_documents(t)).reshape(len(t), -1)
-                    if t
-                    else np.zeros((0, 1))
-                    for t in (gold, texts)
-                )
-                pairs.append((gold_vectors, found_vectors))
-            per_sample.append((sample_id, pairs))
+                done.seconds += took
+                done.summarizing += summary_took
+                run.progress(f"{label}: {len(extracted)} facts, {len(gold)} gold")
+                sessions.append(Session(tuple(gold), tuple(fact.text for fact in extracted)))
+            done.conversations.append(Conversation(sample_id, speaker, tuple(sessions)))
         engine.dispose()
-    tune_id, tune = per_sample[0]
-    best = max(THRESHOLDS, key=lambda t: prf([scores(g, f, t) for g, f in tune])[2])
-    tuned = prf([scores(g, f, best) for g, f in tune])[2]
-    lines = [f"\nthreshold chosen on {tune_id}: {best:.2f} (F1 there {tuned:.2f})"]
-    held: list[tuple[int, int, int, int]] = []
-    for sample_id, pairs in per_sample[1:]:
-        counts = [scores(g, f, best) for g, f in pairs]
-        held += counts
-        p, r, f1 = prf(counts)
-        found = sum(c[3] for c in counts)
-        lines.append(f"{sample_id}: precision {p:.2f}, recall {r:.2f}, F1 {f1:.2f} ({found} facts)")
-    p, r, f1 = prf(held)
-    timing = summarize([s * 1e9 for s in seconds], unit="ms")
-    before = summarize([s * 1e9 for s in summarizing], unit="ms")
-    after = summarize([(s + e) * 1e9 for s, e in zip(summarizing, seconds, strict=True)])
+    return done
+
+
+def score(done: Extracted, embed: Embed) -> tuple[list[str], dict[str, Any]]:
+    """The held-out folds of one model's facts: report lines and figures."""
+    folds = held_out(done.conversations, embed)
+    rows = []
+    for fold in folds:
+        one = Scores.of([fold.counts])
+        rows.append(
+            [fold.conversation, fold.threshold, fold.counts.gold, fold.counts.found, *one.f()]
+        )
+    pooled = Scores.of([fold.counts for fold in folds])
+    gold = sum(fold.counts.gold for fold in folds)
+    found = sum(fold.counts.found for fold in folds)
+    recalled = sum(fold.lenient[0] for fold in folds)
+    correct = sum(fold.lenient[1] for fold in folds)
+    loose = Scores.of([Counts(recalled, gold, found)]).recall, correct / found if found else 0.0
+    lines = [f"\n{done.model}: held out, each conversation at the t chosen on the others"]
+    lines += table(["conversation", "t", "gold", "facts", "P", "R", "F1"], rows)
     lines.append(
-        f"held out ({len(per_sample) - 1} conversations): precision {p:.2f}, recall {r:.2f}, "
-        f"F1 {f1:.2f}"
+        f"  pooled one-to-one: P {pooled.precision:.2f}, R {pooled.recall:.2f}, "
+        f"F1 {pooled.f1:.2f} ({found} facts, {gold} observations); many-to-one at the same t: "
+        f"P {loose[1]:.2f}, R {loose[0]:.2f}"
     )
-    lines.append(
-        f"seconds per range ({timing['n']} ranges of up to {settings.range_turns} turns): "
-        f"p50 {fmt(timing.get('p50', 0) / 1000)}, mean {fmt(timing.get('mean', 0) / 1000)}, "
-        f"max {fmt(timing.get('max', 0) / 1000)}"
-    )
-    lines.append(
-        "consolidation per range, the LLM's part (same ranges, same run): summary alone "
-        f"(before) p50 {fmt(before.get('p50', 0) / 1000)} s, summary + extraction (after) "
-        f"p50 {fmt(after.get('p50', 0) / 1000)} s, ratio of p50s "
-        f"{fmt(after.get('p50', 0) / before['p50'] if before.get('p50') else None)}"
-    )
-    results = {
-        "threshold": best,
-        "precision": p,
-        "recall": r,
-        "f1": f1,
-        "range_ms": timing,
-        "consolidation_before_ms": before,
-        "consolidation_after_ms": after,
+    figures: dict[str, Any] = {
+        "folds": [
+            {"conversation": f.conversation, "threshold": f.threshold, "counts": asdict(f.counts)}
+            for f in folds
+        ],
+        "precision": pooled.precision,
+        "recall": pooled.recall,
+        "f1": pooled.f1,
+        "lenient": {"precision": loose[1], "recall": loose[0]},
+        "conversations": [asdict(c) for c in done.conversations],
     }
+    if done.seconds:
+        timing = summarize([s * 1e9 for s in done.seconds], unit="ms")
+        before = summarize([s * 1e9 for s in done.summarizing], unit="ms")
+        after = summarize(
+            [(s + e) * 1e9 for s, e in zip(done.summarizing, done.seconds, strict=True)]
+        )
+        lines.append(
+            f"  seconds per range ({timing['n']} ranges of up to 10 turns): extraction p50 "
+            f"{fmt(timing.get('p50', 0) / 1000)}, max {fmt(timing.get('max', 0) / 1000)}; "
+            f"summary alone p50 {fmt(before.get('p50', 0) / 1000)}, summary + extraction p50 "
+            f"{fmt(after.get('p50', 0) / 1000)}"
+        )
+        figures |= {
+            "range_ms": timing,
+            "consolidation_before_ms": before,
+            "consolidation_after_ms": after,
+        }
+    return lines, figures
+
+
+def rescored(path: Path) -> list[Extracted]:
+    """The facts of an earlier run's JSON (``--json``), to score again without a model."""
+    found = json.loads(path.read_text(encoding="utf-8"))["results"]["models"]
+    return [
+        Extracted(
+            name,
+            [
+                Conversation(
+                    c["name"],
+                    c["speaker"],
+                    tuple(Session(tuple(s["gold"]), tuple(s["found"])) for s in c["sessions"]),
+                )
+                for c in figures["conversations"]
+            ],
+            [],
+            [],
+        )
+        for name, figures in found.items()
+    ]
+
+
+def main() -> None:
+    found = parser(__doc__, quick="three conversations, one session each")
+    locomo_options(found, "conversations replayed (5)", "sessions of each (3)")
+    found.add_argument("--models", help="comma-separated models, each reading the same sessions")
+    found.add_argument("--rescore", type=Path, help="score an earlier run's --json, no model")
+    args = found.parse_args()
+    settings = configure(Settings(), args, QUICK)
+    run = Run("extraction", packages=("llama-cpp-python", "langchain-ollama"))
+    print(run.header())
+    if settings.rescore is not None:
+        runs = rescored(settings.rescore)
+    else:
+        names = settings.models.split(",") if settings.models else [settings.model]
+        runs = [extract(settings, name, run) for name in names]
+    embed = SentenceEmbeddings().embed_documents
+    lines: list[str] = []
+    results: dict[str, Any] = {"models": {}}
+    for done in runs:
+        more, figures = score(done, embed)
+        lines += more
+        results["models"][done.model] = figures
     run.finish(lines, args.json, settings=settings, results=results)
 
 

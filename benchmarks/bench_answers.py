@@ -24,6 +24,9 @@ tokens), with:
   (:mod:`memory_chain.eval.history_prompt`);
 - ``last 4096``: the last turns that fit 4,096 tokens, dated the same way;
 - ``none``: the question alone;
+- with ``--dates-ablation``: ``memory 4096 -dates``, memory's prompt without the dates its
+  lines' relative times name (``"yesterday" = 2023-05-09``, :mod:`memory_chain.chat.lines`),
+  beside the same prompt with them;
 - with ``--facts``: the facts consolidation learns (the :class:`FactExtractor` over every
   stored turn, ``--range-turns`` at a time, as ``bench_answers_facts.py`` does) in the memory
   prompts (``+facts``), beside the same prompts without them. Extraction with the 1.5B takes
@@ -36,6 +39,9 @@ later questions, which differ only in the question at the end, reuse the cached 
 (llama-cpp-python's prefix match), as do the last turns'; ``memory 4096`` reuses what it shares
 with ``memory 2048`` (the instructions and the first lines). With ``--llm-url`` one server
 serves all of them and the caches evict each other.
+
+``--category temporal`` asks only that kind of question, ``--conditions`` only the conditions
+named (comma-separated); the whole conversation and the last turns are served only when asked.
 
 Scored per question with LoCoMo's answer F1 and whether the reply contains the reference
 (:mod:`memory_chain.eval.answer_score`), with the prompt's tokens as the model counted them and
@@ -54,9 +60,10 @@ import statistics
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -75,7 +82,7 @@ from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSamp
 from memory_chain.eval.paired import paired_test
 from memory_chain.extraction import FactExtractor
 from memory_chain.llm import ChatModels
-from memory_chain.schemas import MemoryContext
+from memory_chain.schemas import MemoryContext, MemoryItem
 
 #: The memory prompts' windows.
 MEMORY_WINDOWS = (2048, 4096)
@@ -99,17 +106,41 @@ class Settings:
     model_path: Path | None = None
     llm_url: str | None = None
     model: str | None = None
+    dates_ablation: bool = False
+    category: str | None = None
+    conditions: str | None = None
     quick: bool = False
 
 
 QUICK = {"samples": "conv-30", "questions": 3, "whole_window": 4096}
+#: The ablation of the resolved dates: memory's prompt with its lines' dates left out.
+NO_DATES = " -dates"
 
 
-def conditions(facts: bool) -> list[str]:
-    """The conditions in the order each question is asked them (prefix-sharing pairs)."""
+def conditions(facts: bool, dates_ablation: bool = False, only: str | None = None) -> list[str]:
+    """The conditions in the order each question is asked them (prefix-sharing pairs).
+
+    Args:
+        facts: With the ``+facts`` memory prompts.
+        dates_ablation: With ``memory 4096 -dates``: memory's prompt without the dates its
+            lines' relative times name (``"yesterday" = 2023-05-09``), the ablation.
+        only: Comma-separated conditions to keep (of the others), in the same order.
+    """
     memory = [f"memory {w}" for w in MEMORY_WINDOWS]
     with_facts = [f"{name} +facts" for name in memory] if facts else []
-    return [*with_facts, *memory, "none", WHOLE, f"last {RECENT_WINDOW}"]
+    undated = [f"memory {max(MEMORY_WINDOWS)}{NO_DATES}"] if dates_ablation else []
+    every = [*with_facts, *memory, *undated, "none", WHOLE, f"last {RECENT_WINDOW}"]
+    if not only:
+        return every
+    wanted = [name.strip() for name in only.split(",")]
+    unknown = [name for name in wanted if name not in every]
+    if unknown:
+        raise SystemExit(f"no condition {', '.join(unknown)}: choose among {', '.join(every)}")
+    return [name for name in every if name in wanted]
+
+
+def _no_dates(item: MemoryItem) -> str:
+    return ""
 
 
 @dataclass
@@ -133,13 +164,23 @@ def histories(core: ChatCore, window: int, sample: LocomoSample) -> MemoryContex
 
 
 def ask(
-    asking: Asking, sample: LocomoSample, question: LocomoQuestion, number: int, facts: bool
+    asking: Asking,
+    sample: LocomoSample,
+    question: LocomoQuestion,
+    number: int,
+    names: list[str],
 ) -> dict[str, Any]:
-    """One question asked every way: reply, F1, contains, prompt tokens, seconds."""
+    """One question asked each way of ``names``: reply, F1, contains, prompt tokens, seconds."""
     text, found, row = retrieved(asking.memory.manager, sample, question, number)
     empty = MemoryContext(f"question-{number}", user_of(sample), None, (), ())
-    for condition in conditions(facts):
-        if condition == WHOLE:
+    for condition in names:
+        if condition.endswith(NO_DATES):
+            window = int(condition.split()[1])
+            # The ablation: the memory lines as they read before their relative times were
+            # given as dates (the label's one source of them, switched off for this prompt).
+            with patch("memory_chain.chat.lines._dates", _no_dates):
+                reply = answer(asking.memory, without_facts(found), text, window=window)
+        elif condition == WHOLE:
             reply = answer(asking.whole, asking.history[WHOLE], text)
         elif condition.startswith("last"):
             reply = answer(asking.recent, asking.history["last"], text)
@@ -163,9 +204,8 @@ def _mean(rows: list[dict[str, Any]], condition: str, key: str, scale: float = 1
     return scale * statistics.fmean(float(row[condition][key]) for row in rows) if rows else 0.0
 
 
-def report(rows: list[dict[str, Any]], facts: bool) -> tuple[list[str], dict[str, Any]]:
-    """The printed tables and the JSON figures of the questions answered."""
-    names = conditions(facts)
+def report(rows: list[dict[str, Any]], names: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The printed tables and the JSON figures of the questions answered ``names`` ways."""
     categories = [c for c in CATEGORIES.values() if any(r["category"] == c for r in rows)]
     by_category = {c: [r for r in rows if r["category"] == c] for c in categories}
     counts = ", ".join(f"{c} {len(by_category[c])}" for c in categories)
@@ -220,8 +260,9 @@ def report(rows: list[dict[str, Any]], facts: bool) -> tuple[list[str], dict[str
     results["per_category_n"] = {c: len(g) for c, g in by_category.items()}
     tests: dict[str, Any] = {}
     pairs = [(f"memory {w}", WHOLE) for w in MEMORY_WINDOWS]
-    if facts:
-        pairs += [(f"memory {w} +facts", f"memory {w}") for w in MEMORY_WINDOWS]
+    pairs += [(f"memory {w} +facts", f"memory {w}") for w in MEMORY_WINDOWS]
+    pairs += [(f"memory {w}", f"memory {w}{NO_DATES}") for w in MEMORY_WINDOWS]
+    pairs = [(first, second) for first, second in pairs if {first, second} <= set(names)]
     lines.append("\npaired, question by question (first - second, points; 95 % bootstrap CI)")
     for first, second in pairs if rows else []:
         for key in ("f1", "contains"):
@@ -256,10 +297,14 @@ def verdicts(results: dict[str, Any]) -> dict[str, str]:
 
 
 def asked_order(
-    sample: LocomoSample, count: int, seed: int
+    sample: LocomoSample, count: int, seed: int, category: str | None = None
 ) -> list[tuple[LocomoSample, LocomoQuestion]]:
-    """``count`` of the conversation's questions (seeded), shuffled: the file lists them by
-    kind, so a run stopped by ``--minutes`` still asks a mix of every category."""
+    """``count`` of the conversation's questions (seeded; of ``category`` only, when given),
+    shuffled: the file lists them by kind, so a run stopped by ``--minutes`` still asks a mix
+    of every category."""
+    if category is not None:
+        kept = [q for q in sample.questions if CATEGORIES.get(q.category) == category]
+        sample = replace(sample, questions=kept)
     chosen = sample_questions([sample], count, seed=seed)
     random.Random(seed).shuffle(chosen)
     return chosen
@@ -290,13 +335,26 @@ def main() -> None:
     found.add_argument("--model-path", type=Path, help="a GGUF (default: the embedded model)")
     found.add_argument("--llm-url", help="an Ollama API instead, for every condition")
     found.add_argument("--model", help="the model's name (default: the embedded model's)")
+    found.add_argument(
+        "--dates-ablation",
+        action="store_true",
+        default=None,
+        help="also memory 4096 without the dates its lines' relative times name",
+    )
+    found.add_argument("--category", choices=sorted(CATEGORIES.values()), help="only these")
+    found.add_argument("--conditions", help="only these conditions, comma-separated")
     args = found.parse_args()
     settings = configure(Settings(), args, QUICK)
+    names = conditions(settings.facts, settings.dates_ablation, settings.conditions)
     run = Run("answers", packages=("llama-cpp-python", "langchain-ollama"))
     print(run.header())
     samples = chosen_samples(settings)
     per_sample = settings.questions or sys.maxsize
-    chosen = [pair for s in samples for pair in asked_order(s, per_sample, settings.seed)]
+    chosen = [
+        pair
+        for s in samples
+        for pair in asked_order(s, per_sample, settings.seed, settings.category)
+    ]
     memory = MemorySettings()
     reply_tokens = answering_settings(memory).llm_max_tokens
     stages: dict[str, float] = {}
@@ -311,11 +369,11 @@ def main() -> None:
             )
             return stack.enter_context(models)
 
-        servers = {
-            "memory": serve(max(MEMORY_WINDOWS)),
-            WHOLE: serve(settings.whole_window),
-            "last": serve(RECENT_WINDOW),
-        }
+        # A server per kind of prompt asked (each with its own KV cache).
+        servers = {"memory": serve(max(MEMORY_WINDOWS))}
+        servers[WHOLE] = serve(settings.whole_window) if WHOLE in names else servers["memory"]
+        needs_last = f"last {RECENT_WINDOW}" in names
+        servers["last"] = serve(RECENT_WINDOW) if needs_last else servers["memory"]
         manager, numbers = stack.enter_context(
             ingested(samples, memory, run_progress(run), stages, user_of=user_of)
         )
@@ -345,10 +403,9 @@ def main() -> None:
                     "last": histories(cores["last"], RECENT_WINDOW, sample),
                 }
             asking = Asking(cores["memory"], cores[WHOLE], cores["last"], history[sample.sample_id])
-            rows.append(ask(asking, sample, question, number, settings.facts))
+            rows.append(ask(asking, sample, question, number, names))
             f1 = ", ".join(
-                f"{c} {rows[-1][c]['f1']:.2f}/{rows[-1][c]['seconds']:.0f}s"
-                for c in conditions(settings.facts)
+                f"{c} {rows[-1][c]['f1']:.2f}/{rows[-1][c]['seconds']:.0f}s" for c in names
             )
             run.progress(f"question {number}/{len(chosen)} ({sample.sample_id}): {f1}")
             run.write_json(args.json, settings=settings, partial={"rows": rows})
@@ -356,7 +413,7 @@ def main() -> None:
         sample_id: {name: len(context.recent) for name, context in kept.items()}
         for sample_id, kept in history.items()
     }
-    lines, results = report(rows, settings.facts)
+    lines, results = report(rows, names)
     lines.append("turns in the history prompts: " + str(turns))
     run.finish(
         lines,

@@ -21,8 +21,9 @@ from memory_chain.services import Services
 
 #: Each scenario has its own data folder, so one user id will do.
 USER = "bench-user"
-#: The start of a fact's line in a prompt (``- (2026-03-01 09:30) ``), at any line's start.
-FACT_LABEL = re.compile(r"^- \(\d{4}-\d{2}-\d{2} \d{2}:\d{2}\) ", re.MULTILINE)
+#: The start of a fact's line in a prompt (``- (2026-03-01 09:30) ``, or with the dates its
+#: relative times name: ``- (2026-03-01 09:30; "last month" = February 2026) ``).
+FACT_LABEL = re.compile(r"^- \(\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?:; [^)\n]*)?\) ", re.MULTILINE)
 #: Longest answer to a probe, in tokens (the answer names a value early, or not at all).
 ANSWER_TOKENS = 200
 #: The facts' heading before facts were dated.

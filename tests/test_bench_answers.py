@@ -185,7 +185,7 @@ def test_the_report_pairs_memory_with_the_whole_conversation(bench: ModuleType) 
     rows = [_row("single-hop", scores)] * 3 + [
         _row("temporal", scores | {"whole": (1.0, True, 16000)})
     ]
-    lines, results = bench.report(rows, facts=False)
+    lines, results = bench.report(rows, names)
     memory = results["conditions"]["memory 4096"]
     assert (memory["f1"], memory["contains"], memory["prompt_tokens"]) == (100.0, 100.0, 2500)
     assert results["conditions"]["whole"]["per_category"]["temporal"]["f1"] == 100.0
@@ -201,7 +201,7 @@ def test_the_report_pairs_memory_with_the_whole_conversation(bench: ModuleType) 
         "memory 4096 tokens <= 1/4 whole": "ok",
     }
     # No question answered (a run stopped at once): a report, no tests, no verdicts.
-    assert bench.report([], facts=False)[1]["paired"] == {}
+    assert bench.report([], names)[1]["paired"] == {}
     assert bench.verdicts({"conditions": {}}) == {}
 
 
@@ -222,7 +222,7 @@ def test_a_question_is_asked_every_way_on_a_stored_conversation(
     from memory_chain.eval.locomo import ingested
     from memory_chain.eval.locomo_data import load_locomo
 
-    talk = [("Ana", "I adopted a cat named Miso last week.")] + [
+    talk = [("Ana", "I adopted a cat named Miso yesterday.")] + [
         ("Ben" if i % 2 else "Ana", f"Small talk number {i} about the weather today.")
         for i in range(1, 40)
     ]
@@ -255,7 +255,7 @@ def test_a_question_is_asked_every_way_on_a_stored_conversation(
             "last": bench.histories(cores[400], 400, samples[0]),
         }
         asking = bench.Asking(cores[4096], cores[4096], cores[400], history)
-        row = bench.ask(asking, samples[0], samples[0].questions[0], 1, facts=False)
+        row = bench.ask(asking, samples[0], samples[0].questions[0], 1, bench.conditions(False))
         assert manager.turns("question-1", bench.user_of(samples[0])) == []  # left behind: none
     assert len(history[bench.WHOLE].recent) == 40
     assert history[bench.WHOLE].recent[0].content.startswith("(2023-05-08 13:56) Ana: I adopted")
@@ -278,3 +278,53 @@ def test_a_stopped_run_has_asked_a_mix_of_questions(bench: ModuleType) -> None:
     assert sorted(q.question for _, q in asked) == sorted(q.question for q in questions)
     first = {q.category for _, q in asked[:12]}
     assert len(first) >= 3  # in file order the first 12 would be two kinds
+
+
+def test_the_dates_ablation_asks_memory_without_its_resolved_dates(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    from memory_chain.chat.core import ChatCore
+    from memory_chain.eval.locomo import ingested
+    from memory_chain.eval.locomo_data import load_locomo
+
+    names = bench.conditions(False, dates_ablation=True, only="memory 4096,memory 4096 -dates")
+    assert names == ["memory 4096", "memory 4096 -dates"]
+    with pytest.raises(SystemExit, match="no condition memory 9"):
+        bench.conditions(False, only="memory 9")
+    sample = {
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a cat, Miso, yesterday."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What colour is she?"},
+            ],
+        },
+        "qa": [{"question": "When did Ana adopt Miso?", "answer": "7 May 2023",
+                "evidence": ["D1:1"], "category": 2}],
+    }  # fmt: skip
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]))
+    samples, _ = load_locomo(path)
+    model = Scripted(otherwise="7 May 2023")
+    with ingested(samples, None, lambda *_: None, {}, user_of=bench.user_of) as (manager, _):
+        core = ChatCore(manager, OneModel(model, window=4096), default_reply_tokens=64)
+        asking = bench.Asking(core, core, core, {})
+        row = bench.ask(asking, samples[0], samples[0].questions[0], 1, names)
+    dated, undated = (str(prompt[0].content) for prompt in model.prompts)
+    assert '"yesterday" = 2023-05-07) Ana: I adopted a cat, Miso, yesterday.' in dated
+    assert "Miso, yesterday." in undated
+    assert '"yesterday" =' not in undated
+    assert row["memory 4096"]["f1"] == 1.0
+    rows = [row | {"category": "temporal"}]
+    _, results = bench.report(rows, names)
+    assert set(results["paired"]) == {
+        "memory 4096 - memory 4096 -dates: f1",
+        "memory 4096 - memory 4096 -dates: contains",
+    }
+    # Only the questions of a category, when asked for.
+    temporal = bench.asked_order(samples[0], 5, seed=0, category="temporal")
+    assert [q.question for _, q in temporal] == ["When did Ana adopt Miso?"]
+    assert bench.asked_order(samples[0], 5, seed=0, category="single-hop") == []

@@ -3,13 +3,16 @@
 What memory found enters the system message as sections under these headings, one line per
 fact or recalled item, each line labelled with when it was said (and, for a recalled item,
 who said it and where), so that the model can tell an old fact from a newer one that
-contradicts it. :mod:`memory_chain.chat.budget` decides which lines fit.
+contradicts it, and with the dates its relative times name ("yesterday" said on 10 May:
+2023-05-09), so that it can say when something happened. :mod:`memory_chain.chat.budget`
+decides which lines fit.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from memory_chain.retrieval.timeframes import resolved_mentions
 from memory_chain.schemas import MemoryItem
 
 #: The assistant's persona when the client gives no instructions of its own.
@@ -44,12 +47,24 @@ def fact_line(item: MemoryItem) -> str:
 
 
 def fact_label(item: MemoryItem) -> str:
-    """The ``- (when) `` that starts a fact's line."""
-    return f"- ({_when(item.timestamp)}) "
+    """The ``- (when[; "yesterday" = date]) `` that starts a fact's line."""
+    return f"- ({_when(item.timestamp)}{_dates(item)}) "
+
+
+def _dates(item: MemoryItem) -> str:
+    """What the relative times of an item's text name, counted from when it was said.
+
+    ``; "yesterday" = 2023-05-09``: a small model asked *when* otherwise answers
+    "yesterday" from a turn dated 10 May. Not for summaries (their date is the last turn's).
+    """
+    if item.kind == "summary":
+        return ""
+    pairs = resolved_mentions(item.content, item.timestamp)
+    return "".join(f'; "{said}" = {named}' for said, named in pairs)
 
 
 def memory_label(item: MemoryItem, conversation_id: str) -> str:
-    """The ``- (when, who, where[; note]) `` that starts a recalled item's line."""
+    """The ``- (when, who, where[; note][; "yesterday" = date]) `` starting a memory's line."""
     where = "this conversation" if item.conversation_id == conversation_id else "another one"
     if item.kind == "summary" and item.turn_range:
         who = f"summary of turns {item.turn_range[0]}-{item.turn_range[1]}"
@@ -58,7 +73,7 @@ def memory_label(item: MemoryItem, conversation_id: str) -> str:
     else:
         who = "the user"
     note = f"; {item.note}" if item.note else ""
-    return f"- ({_when(item.timestamp)}, {who}, {where}{note}) "
+    return f"- ({_when(item.timestamp)}, {who}, {where}{note}{_dates(item)}) "
 
 
 def instructions(system: str) -> str:

@@ -24,6 +24,9 @@ was said (:func:`mentioned_windows`): "I went to the support group yesterday", s
 A window ends ``after`` later than the expression's own end: what happened on a day is often
 mentioned in the days that follow it.
 
+:func:`resolved_mentions` gives the dates a turn's relative expressions name, for the prompt's
+memory lines ("yesterday" said on 8 May 2023: 2023-05-07).
+
 A question that asks *when* ("When did we...?", "What year...?") names no window: its answer
 is a turn that says when something happened ("last Friday", "two weeks ago", "in 2019").
 :func:`asks_when` and :func:`mentions_time` recognize both, for fusion's ``when`` bonus.
@@ -328,6 +331,66 @@ def mentioned_windows(text: str, said_at: datetime) -> list[TimeWindow]:
         start, end = min(spans, key=lambda span: abs(span[0] - moment))
         windows.append(TimeWindow(start, end, text=found.text))
     return windows
+
+
+def _named(start: datetime, end: datetime) -> str:
+    """A window in words a reader takes at a glance: a day, a weekend, a week, a month..."""
+    days = end - start
+    if days == _DAY_SPAN:
+        return start.date().isoformat()
+    if days == 2 * _DAY_SPAN and start.weekday() == 5:
+        return f"the weekend of {start.date().isoformat()}"
+    if days == timedelta(weeks=1) and start.weekday() == 0:
+        return f"the week of {start.date().isoformat()}"
+    if start.day == 1 and (start, end) == _month_span(start.year, start.month):
+        return start.strftime("%B %Y")
+    if (start, end) == _year_span(start.year):
+        return str(start.year)
+    return f"{start.date().isoformat()} to {(end - _DAY_SPAN).date().isoformat()}"
+
+
+def resolved_mentions(text: str, said_at: datetime, *, limit: int = 3) -> list[tuple[str, str]]:
+    """The relative time expressions of a turn, each with the dates it names.
+
+    "I had the interview yesterday", said on 10 May 2023, gives ``[("yesterday",
+    "2023-05-09")]``: a reader (a small model above all) that sees only the turn and its date
+    often repeats "yesterday" when asked when. Expressions that name a date already, that
+    name the day the turn was said ("today") or whose direction is unclear (a weekday or a
+    weekend without *last*, *this* or *next*) are left out.
+
+    Args:
+        text: The turn's text.
+        said_at: When it was said (a naive time counts as UTC).
+        limit: At most this many, the first in the text.
+
+    Returns:
+        ``(expression as written, what it names)`` pairs, in the order of the text.
+    """
+    if not mentions_time(text):
+        return []
+    moment = (said_at if said_at.tzinfo else said_at.replace(tzinfo=UTC)).astimezone(UTC)
+    found: list[tuple[int, str, str]] = []
+    for kind, match in _matches(text):
+        groups = match.groups()
+        if kind not in _RELATIVE and kind != "month":
+            continue
+        if kind in {"weekday", "weekend"} and (groups[0] or "").lower() in {"", "on", "the"}:
+            continue
+        try:
+            if kind == "month":
+                spans = [
+                    _month_span(year, MONTHS[groups[0].lower()])
+                    for year in range(moment.year - 1, moment.year + 2)
+                ]
+                start, end = min(spans, key=lambda span: abs(span[0] - moment))
+            else:
+                start, end = _relative(kind, groups, moment)
+        except (KeyError, ValueError):
+            continue
+        named = _named(start, end)
+        if named != moment.date().isoformat():
+            found.append((match.start(), match.group(0), named))
+    return [(said, named) for _, said, named in sorted(found)[:limit]]
 
 
 _WHEN_QUESTION = re.compile(

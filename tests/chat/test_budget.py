@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import string
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -188,9 +189,11 @@ def test_facts_are_dated_by_when_the_user_told_them() -> None:
     )
     (section,) = [s for s in built.sections if s.name == "facts"]
     told = [f"{porto.timestamp:%Y-%m-%d %H:%M}", f"{berlin.timestamp:%Y-%m-%d %H:%M}"]
+    # "last month" is also given as the month it names, counted from when it was told.
+    month_before = (berlin.timestamp.replace(day=1) - timedelta(days=1)).strftime("%B %Y")
     assert [e.text for e in section.entries] == [
         f"- ({told[0]}) I live in Porto.",
-        f"- ({told[1]}) We moved to Berlin last month.",
+        f'- ({told[1]}; "last month" = {month_before}) We moved to Berlin last month.',
     ]
     assert [e.text for e in section.entries] == [fact_line(porto), fact_line(berlin)]
     system = str(built.messages[0].content)
@@ -332,3 +335,24 @@ def test_a_large_profile_costs_the_prompt_the_facts_that_fit() -> None:
     assert [e.text for e in section.entries] == [fact_line(f) for f in facts[:fitted]]
     lines = [text for text in counted if text.startswith("- (")]
     assert len(lines) <= fitted + 8  # the lines that fit, and one batch more at most
+
+
+def test_a_recalled_turn_s_relative_times_are_given_as_dates() -> None:
+    # A model that sees "yesterday" under a date answers "yesterday" when asked when: the
+    # line also says which day that was, counted from when the turn was said.
+    interview = _item(3, "I had my design internship interview yesterday!")
+    summary = replace(_item(1, "Gina talked about an interview yesterday."), kind="summary")
+    context = MemoryContext("chat", "ana", None, (), (interview, summary))
+    built = build_prompt(
+        system="",
+        context=context,
+        message="When was the interview?",
+        budget=Budget.of(window=4096, max_tokens=None, default_reply=512),
+        counter=EstimatingCounter(),
+    )
+    (section,) = [s for s in built.sections if s.name == "memories"]
+    day_before = (interview.timestamp - timedelta(days=1)).date().isoformat()
+    texts = [e.text for e in section.entries]
+    assert f'another one; "yesterday" = {day_before}) I had my' in texts[0]
+    assert texts[0] in str(built.messages[0].content)
+    assert '"yesterday" =' not in texts[1]  # a summary's date is its last turn's: left alone

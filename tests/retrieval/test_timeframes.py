@@ -10,6 +10,7 @@ from memory_chain.retrieval.timeframes import (
     asks_when,
     mentioned_windows,
     mentions_time,
+    resolved_mentions,
     time_windows,
 )
 
@@ -207,3 +208,56 @@ def test_more_questions_that_ask_when(query: str, expected: bool) -> None:
 )
 def test_more_texts_that_say_when(text: str, expected: bool) -> None:
     assert mentions_time(text) is expected
+
+
+#: A Wednesday afternoon.
+SAID = datetime(2023, 5, 10, 14, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I had the interview yesterday.", [("yesterday", "2023-05-09")]),
+        ("We start next week", [("next week", "the week of 2023-05-15")]),
+        ("Went there last month", [("last month", "April 2023")]),
+        ("In June we fly", [("In June", "June 2023")]),
+        ("two weeks ago I met her", [("two weeks ago", "the week of 2023-04-24")]),
+        ("last Friday", [("last Friday", "2023-05-05")]),
+        ("a few days ago", [("a few days ago", "2023-05-06 to 2023-05-08")]),
+        ("this weekend we hike", [("this weekend", "the weekend of 2023-05-13")]),
+        ("last year I moved", [("last year", "2022")]),
+        ("tomorrow!", [("tomorrow", "2023-05-11")]),
+    ],
+)
+def test_a_turn_s_relative_times_are_resolved_from_when_it_was_said(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    assert resolved_mentions(text, SAID) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "On 3 May 2023 I went",  # a date already
+        "today is great",  # the day it was said: the line's own date
+        "on Monday I go",  # last Monday or the next one? unclear
+        "over the weekend",  # the same
+        "I like apples",
+    ],
+)
+def test_what_needs_no_resolving_or_is_unclear_is_left_out(text: str) -> None:
+    assert resolved_mentions(text, SAID) == []
+
+
+def test_resolved_times_come_in_the_text_s_order_at_most_limit() -> None:
+    text = "Yesterday I ran, last week I swam, two days ago I rested, next month I race."
+    assert [said for said, _ in resolved_mentions(text, SAID)] == [
+        "Yesterday",
+        "last week",
+        "two days ago",
+    ]
+    assert len(resolved_mentions(text, SAID, limit=4)) == 4
+    # A naive time counts as UTC.
+    assert resolved_mentions("yesterday", SAID.replace(tzinfo=None)) == [
+        ("yesterday", "2023-05-09")
+    ]

@@ -26,6 +26,7 @@ from memory_chain.eval.history_prompt import (
     history_context,
     turns_that_fit,
 )
+from memory_chain.eval.locomo_data import LocomoSample, load_locomo
 from memory_chain.eval.paired import bootstrap_interval, paired_test
 from memory_chain.schemas import Turn
 from memory_chain.tokens import EstimatingCounter
@@ -215,17 +216,11 @@ def echo(messages: list[BaseMessage]) -> str:
     return "I do not know."
 
 
-def test_a_question_is_asked_every_way_on_a_stored_conversation(
-    bench: ModuleType, tmp_path: Path
-) -> None:
-    from memory_chain.chat.core import ChatCore
-    from memory_chain.eval.locomo import ingested
-    from memory_chain.eval.locomo_data import load_locomo
-
-    talk = [("Ana", "I adopted a cat named Miso yesterday.")] + [
-        ("Ben" if i % 2 else "Ana", f"Small talk number {i} about the weather today.")
-        for i in range(1, 40)
-    ]
+def _tiny(
+    tmp_path: Path, talk: list[tuple[str, str]], qa: tuple[str, str, int]
+) -> list[LocomoSample]:
+    """A one-session LoCoMo file of ``talk`` (said on 8 May 2023) and one question, loaded."""
+    question, reference, category = qa
     sample = {
         "sample_id": "tiny",
         "conversation": {
@@ -237,12 +232,25 @@ def test_a_question_is_asked_every_way_on_a_stored_conversation(
                 for i, (s, t) in enumerate(talk, start=1)
             ],
         },
-        "qa": [{"question": "What is the name of Ana's cat?", "answer": "Miso",
-                "evidence": ["D1:1"], "category": 4}],
+        "qa": [{"question": question, "answer": reference, "evidence": ["D1:1"],
+                "category": category}],
     }  # fmt: skip
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps([sample]))
-    samples, _ = load_locomo(path)
+    return load_locomo(path)[0]
+
+
+def test_a_question_is_asked_every_way_on_a_stored_conversation(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    from memory_chain.chat.core import ChatCore
+    from memory_chain.eval.locomo import ingested
+
+    talk = [("Ana", "I adopted a cat named Miso yesterday.")] + [
+        ("Ben" if i % 2 else "Ana", f"Small talk number {i} about the weather today.")
+        for i in range(1, 40)
+    ]
+    samples = _tiny(tmp_path, talk, ("What is the name of Ana's cat?", "Miso", 4))
     with ingested(samples, None, lambda *_: None, {}, user_of=bench.user_of) as (manager, _):
         cores = {
             window: ChatCore(
@@ -285,29 +293,13 @@ def test_the_dates_ablation_asks_memory_without_its_resolved_dates(
 ) -> None:
     from memory_chain.chat.core import ChatCore
     from memory_chain.eval.locomo import ingested
-    from memory_chain.eval.locomo_data import load_locomo
 
     names = bench.conditions(False, dates_ablation=True, only="memory 4096,memory 4096 -dates")
     assert names == ["memory 4096", "memory 4096 -dates"]
     with pytest.raises(SystemExit, match="no condition memory 9"):
         bench.conditions(False, only="memory 9")
-    sample = {
-        "sample_id": "tiny",
-        "conversation": {
-            "speaker_a": "Ana",
-            "speaker_b": "Ben",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a cat, Miso, yesterday."},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! What colour is she?"},
-            ],
-        },
-        "qa": [{"question": "When did Ana adopt Miso?", "answer": "7 May 2023",
-                "evidence": ["D1:1"], "category": 2}],
-    }  # fmt: skip
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps([sample]))
-    samples, _ = load_locomo(path)
+    talk = [("Ana", "I adopted a cat, Miso, yesterday."), ("Ben", "Lovely! What colour is she?")]
+    samples = _tiny(tmp_path, talk, ("When did Ana adopt Miso?", "7 May 2023", 2))
     model = Scripted(otherwise="7 May 2023")
     with ingested(samples, None, lambda *_: None, {}, user_of=bench.user_of) as (manager, _):
         core = ChatCore(manager, OneModel(model, window=4096), default_reply_tokens=64)

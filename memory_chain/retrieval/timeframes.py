@@ -356,7 +356,8 @@ def resolved_mentions(text: str, said_at: datetime, *, limit: int = 3) -> list[t
     "2023-05-09")]``: a reader (a small model above all) that sees only the turn and its date
     often repeats "yesterday" when asked when. Expressions that name a date already, that
     name the day the turn was said ("today") or whose direction is unclear (a weekday or a
-    weekend without *last*, *this* or *next*) are left out.
+    weekend without *last*, *this* or *next*, a month without a year: "in June" may be the
+    last one or the next) are left out.
 
     Args:
         text: The turn's text.
@@ -372,19 +373,12 @@ def resolved_mentions(text: str, said_at: datetime, *, limit: int = 3) -> list[t
     found: list[tuple[int, str, str]] = []
     for kind, match in _matches(text):
         groups = match.groups()
-        if kind not in _RELATIVE and kind != "month":
+        if kind not in _RELATIVE:
             continue
         if kind in {"weekday", "weekend"} and (groups[0] or "").lower() in {"", "on", "the"}:
             continue
         try:
-            if kind == "month":
-                spans = [
-                    _month_span(year, MONTHS[groups[0].lower()])
-                    for year in range(moment.year - 1, moment.year + 2)
-                ]
-                start, end = min(spans, key=lambda span: abs(span[0] - moment))
-            else:
-                start, end = _relative(kind, groups, moment)
+            start, end = _relative(kind, groups, moment)
         except (KeyError, ValueError):
             continue
         named = _named(start, end)

@@ -220,7 +220,6 @@ SAID = datetime(2023, 5, 10, 14, 0, tzinfo=UTC)
         ("I had the interview yesterday.", [("yesterday", "2023-05-09")]),
         ("We start next week", [("next week", "the week of 2023-05-15")]),
         ("Went there last month", [("last month", "April 2023")]),
-        ("In June we fly", [("In June", "June 2023")]),
         ("two weeks ago I met her", [("two weeks ago", "the week of 2023-04-24")]),
         ("last Friday", [("last Friday", "2023-05-05")]),
         ("a few days ago", [("a few days ago", "2023-05-06 to 2023-05-08")]),
@@ -242,6 +241,7 @@ def test_a_turn_s_relative_times_are_resolved_from_when_it_was_said(
         "today is great",  # the day it was said: the line's own date
         "on Monday I go",  # last Monday or the next one? unclear
         "over the weekend",  # the same
+        "In June we fly",  # last June or the next?
         "I like apples",
     ],
 )

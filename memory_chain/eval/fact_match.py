@@ -151,26 +151,50 @@ def _vectors(embed: Embed, texts: Sequence[str]) -> np.ndarray:
     return np.asarray(embed(list(texts))).reshape(len(texts), -1) if texts else np.zeros((0, 1))
 
 
-def chance_rate(conversations: Sequence[Conversation], embed: Embed, t: float) -> float:
-    """How often a fact matches an observation of *another* conversation at ``t``.
+def chance_cosines(
+    conversations: Sequence[Conversation], embed: Embed
+) -> dict[tuple[str, str], np.ndarray]:
+    """Each fact's best cosine with *another* conversation's observations.
 
     Each conversation's facts, rendered with the other conversation's speaker as their subject
     (so that the name is not what tells them apart), are compared with that conversation's
     observations: those are facts about someone else's life, so every match is by chance.
-    Returns the share of (fact, other conversation) comparisons with a match.
+    Embedded once, for every threshold and fold to read.
+
+    Returns:
+        Per ``(own conversation, other conversation)`` name pair with facts and observations,
+        the best cosine of each of the own conversation's facts.
     """
-    matched = compared = 0
+    gold = {
+        other.name: _vectors(embed, [text for session in other.sessions for text in session.gold])
+        for other in conversations
+    }
+    found: dict[tuple[str, str], np.ndarray] = {}
     for own in conversations:
         facts = [fact for session in own.sessions for fact in session.found]
         for other in conversations:
-            gold = [text for session in other.sessions for text in session.gold]
-            if other is own or not facts or not gold:
+            if other is own or not facts or not len(gold[other.name]):
                 continue
-            found = _vectors(embed, [first_person_as(other.speaker, fact) for fact in facts])
-            best = (_vectors(embed, gold) @ found.T).max(axis=0)
-            matched += int((best >= t).sum())
-            compared += len(facts)
-    return matched / compared if compared else 0.0
+            rendered = _vectors(embed, [first_person_as(other.speaker, fact) for fact in facts])
+            found[(own.name, other.name)] = (gold[other.name] @ rendered.T).max(axis=0)
+    return found
+
+
+def _rate(best: Sequence[np.ndarray], t: float) -> float:
+    compared = sum(len(cosines) for cosines in best)
+    return sum(int((cosines >= t).sum()) for cosines in best) / compared if compared else 0.0
+
+
+def _lowest_rare(best: Sequence[np.ndarray], rate: float, thresholds: Sequence[float]) -> float:
+    return next((t for t in sorted(thresholds) if _rate(best, t) <= rate), max(thresholds))
+
+
+def chance_rate(conversations: Sequence[Conversation], embed: Embed, t: float) -> float:
+    """How often a fact matches an observation of *another* conversation at ``t``.
+
+    The share of (fact, other conversation) comparisons with a match (:func:`chance_cosines`).
+    """
+    return _rate(list(chance_cosines(conversations, embed).values()), t)
 
 
 def chance_threshold(
@@ -186,10 +210,7 @@ def chance_threshold(
     lowest always wins. It is chosen instead so that chance matches are rare
     (:func:`chance_rate`), on the conversations given; the highest threshold when none is.
     """
-    for t in sorted(thresholds):
-        if chance_rate(conversations, embed, t) <= rate:
-            return t
-    return max(thresholds)
+    return _lowest_rare(list(chance_cosines(conversations, embed).values()), rate, thresholds)
 
 
 def scored(conversation: Conversation, embed: Embed, t: float) -> tuple[Counts, tuple[int, int]]:
@@ -241,9 +262,11 @@ def held_out(
     """
     if len(conversations) < 3:
         raise ValueError("held-out thresholds need at least three conversations")
+    cosines = chance_cosines(conversations, embed)
     folds = []
     for conversation in conversations:
-        others = [other for other in conversations if other is not conversation]
-        t = chance_threshold(others, embed, rate=rate, thresholds=thresholds)
+        # The chance matches among the others only: neither side is the held-out one.
+        others = [best for pair, best in cosines.items() if conversation.name not in pair]
+        t = _lowest_rare(others, rate, thresholds)
         folds.append(Fold(conversation.name, t, *scored(conversation, embed, t)))
     return folds

@@ -233,11 +233,13 @@ async function loadFacts() {
   const byId = new Map(facts.map((fact) => [fact.id, fact]));
   const current = facts.filter((fact) => fact.status === "current");
   const past = facts.filter((fact) => fact.status !== "current");
+  // A fact open in its edit form keeps its item (and what was typed) across a reload.
+  const editing = new Map(Array.from(list.querySelectorAll("li.editing"), (li) => [li.dataset.id, li]));
   list.replaceChildren();
   if (!current.length) {
     list.append(element("li", "note", 'Nothing yet: say "remember this" in a chat, or add a fact above.'));
   }
-  for (const fact of current) list.append(factItem(fact, byId));
+  for (const fact of current) list.append(editing.get(fact.id) || factItem(fact, byId));
   if (history) {
     list.append(element("li", "divider note", past.length ? "History: no longer held" : "No history."));
     for (const fact of past) list.append(factItem(fact, byId));
@@ -291,14 +293,14 @@ function editFact(item, fact) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     save.disabled = true;
-    saveFact(fact, text.value.trim(), kind.value, close)
+    saveFact(fact, text.value.trim(), kind.value, item, close)
       .catch(showError)
       .finally(() => { save.disabled = false; });
   });
   text.focus();
 }
 
-async function saveFact(fact, text, kind, close) {
+async function saveFact(fact, text, kind, item, close) {
   showError(null);
   if (!text) throw new Error("A fact needs some text (or Cancel).");
   const change = {};
@@ -309,6 +311,7 @@ async function saveFact(fact, text, kind, close) {
     return;
   }
   const edited = await api("PATCH", `/v1/facts/${encodeURIComponent(fact.id)}`, change);
+  item.classList.remove("editing"); // saved: the reload shows the fact as it now reads
   $("#facts-status").textContent = `Saved: ${edited.text}`;
   await loadFacts();
 }

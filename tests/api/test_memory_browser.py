@@ -227,6 +227,7 @@ def test_the_memory_browser_shows_and_manages_the_callers_memory(
     edited = report["factEdited"]
     assert edited["editor"] == {"text": NEW_FACT, "kind": "preference"}
     assert edited["afterCancel"] == NEW_FACT
+    assert edited["typedAfterReload"] == EDITED_FACT  # an open edit survives a list reload
     assert edited["id"] == added["id"]
     assert edited["status"] == f"Saved: {EDITED_FACT}"
     assert [(f["text"], f["kind"]) for f in edited["listed"]] == [

@@ -225,12 +225,20 @@ main(async ({ page, options, report, screenshot }) => {
   const editCancelled = await item.locator(".text").innerText();
   await item.getByRole("button", { name: `Edit "${options.newFact}"`, exact: true }).click();
   await form.getByRole("textbox", { name: "Fact text" }).fill(options.editedFact);
+  // The list reloads (history shown, then hidden) while the form is open: what was typed stays.
+  const historyBox = page.getByRole("checkbox", { name: "show history" });
+  await historyBox.check();
+  await page.locator("#facts li.divider").waitFor();
+  await historyBox.uncheck();
+  await page.locator("#facts li.divider").waitFor({ state: "detached" });
+  const typedAfterReload = await form.getByRole("textbox", { name: "Fact text" }).inputValue();
   await form.getByRole("combobox", { name: "Fact kind" }).selectOption(options.editedKind);
   await form.getByRole("button", { name: "Save", exact: true }).click();
   const edited = await waitForFact(page, options.editedFact);
   report.factEdited = {
     editor,
     afterCancel: editCancelled,
+    typedAfterReload,
     id: edited,
     status: await page.locator("#facts-status").innerText(),
     listed: await facts(page),

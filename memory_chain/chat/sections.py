@@ -15,7 +15,7 @@ that fit).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from memory_chain.chat.excerpt import MIN_EXCERPT_TOKENS, excerpt
@@ -75,6 +75,11 @@ class Section:
         return self.framing + sum(entry.tokens for entry in self.entries)
 
 
+def _label(name: SectionName, item: MemoryItem, conversation_id: str) -> str:
+    """The label that starts an item's line in section ``name``."""
+    return memory_label(item, conversation_id) if name == "memories" else fact_label(item)
+
+
 class SectionFiller:
     """Fills the sections of one prompt, each within the room it is given.
 
@@ -113,10 +118,7 @@ class SectionFiller:
             if name == "facts" and shortest is not None and left < shortest + 1:
                 break  # full: the facts left, the least relevant, are not even counted
             batch = items[start : start + COUNT_BATCH]
-            labels = [
-                memory_label(item, conversation_id) if name == "memories" else fact_label(item)
-                for item in batch
-            ]
+            labels = [_label(name, item, conversation_id) for item in batch]
             whole = self.counter.count_many(
                 [label + item.content for label, item in zip(labels, batch, strict=True)]
             )
@@ -128,7 +130,10 @@ class SectionFiller:
                     part = self.fit(item.content, min(left, item_cap) - label_cost - 1)
                     if not part or part == item.content:
                         continue
-                    text, cost, cut = label + part, self.counter.count(label + part), True
+                    # The label's dates are those of the words shown (an expression cut out
+                    # names no date).
+                    shown = _label(name, replace(item, content=part), conversation_id) + part
+                    text, cost, cut = shown, self.counter.count(shown), True
                     if cost + 1 > left:
                         continue
                 left -= cost + 1  # the line and its newline

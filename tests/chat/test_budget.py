@@ -22,6 +22,7 @@ from memory_chain.chat.budget import (
     instructions,
 )
 from memory_chain.chat.excerpt import CUT, excerpt
+from memory_chain.chat.lines import memory_label
 from memory_chain.errors import ContextOverflowError, InvalidInputError
 from memory_chain.local_llm.tokenizer import GGUFTokenCounter
 from memory_chain.schemas import MemoryContext, MemoryItem, Turn
@@ -356,3 +357,26 @@ def test_a_recalled_turn_s_relative_times_are_given_as_dates() -> None:
     assert f'another one; "yesterday" = {day_before}) I had my' in texts[0]
     assert texts[0] in str(built.messages[0].content)
     assert '"yesterday" =' not in texts[1]  # a summary's date is its last turn's: left alone
+
+
+def test_an_excerpted_turn_s_label_dates_only_what_it_shows() -> None:
+    # A long turn is cut around the question's words; "yesterday" in the part cut out would
+    # name a date for words the model cannot see.
+    filler = " ".join(f"We walked past house number {n} on the long street." for n in range(300))
+    long_turn = _item(3, f"My interview went well. {filler} Yesterday I painted the fence.")
+    context = MemoryContext("chat", "ana", None, (), (long_turn,))
+    built = build_prompt(
+        system="",
+        context=context,
+        message="How did the interview go?",
+        budget=Budget.of(window=4096, max_tokens=None, default_reply=512),
+        counter=EstimatingCounter(),
+    )
+    (section,) = [s for s in built.sections if s.name == "memories"]
+    (entry,) = section.entries
+    assert entry.cut
+    assert "My interview went well." in entry.text
+    assert "painted the fence" not in entry.text
+    assert '"yesterday" =' not in entry.text.casefold()
+    # The whole turn's label names that day.
+    assert '"yesterday" =' in memory_label(long_turn, "chat").casefold()

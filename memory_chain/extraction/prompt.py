@@ -1,4 +1,4 @@
-"""The extraction prompt: instructions, one worked example, the known facts, the turns.
+"""The extraction prompt: instructions, one worked example, the turns, the known facts.
 
 The reply is constrained by :func:`extraction_schema` (Ollama's ``format``; a grammar in the
 embedded llama.cpp server), and the turns are cut to the model's window by
@@ -50,7 +50,14 @@ EXTRACTION_SYSTEM = (
     "in replaces the label of a known fact it updates or corrects (a new city, a new job, "
     'a changed preference), else "". Nothing worth keeping: {"facts": []}.'
 )
-_HUMAN = "Known facts:\n{known}\n\nChat:\n{turns}\n\nFacts:"
+# The chat first, the known facts after it: listed before the chat, a 1.5B model copied
+# them as its reply (the update suite's moves and job changes learnt nothing), the grounding
+# then dropped every copy; listed after it, as what ``replaces`` may name, they were not
+# copied and the updates were labelled.
+_HUMAN = (
+    "Chat:\n{turns}\n\nKnown facts, for replaces:\n{known}\n\n"
+    "Facts the User lines of the chat state:"
+)
 # One worked example, with invented people: it shows what to skip (the question, the
 # assistant's suggestion) and an update of a known fact. Its names (York, Farid) are in no
 # real chat, so a fact copied from it fails the grounding checks.
@@ -116,7 +123,7 @@ def turn_lines(turns: Sequence[tuple[Turn, str]]) -> str:
 
 
 def build_messages(known: Sequence[Fact], turns: Sequence[tuple[Turn, str]]) -> list[BaseMessage]:
-    """The prompt: instructions, the worked example, the known facts and the numbered turns."""
+    """The prompt: instructions, the worked example, the numbered turns and the known facts."""
     listed = "\n".join(f"F{i}. {fact.text}" for i, fact in enumerate(known, 1)) or "(none)"
     return [
         SystemMessage(EXTRACTION_SYSTEM),

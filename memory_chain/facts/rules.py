@@ -42,7 +42,10 @@ The rules, in order:
    retires a value that started to hold after it, whatever ``replaces`` says: a late-learnt
    value goes into the history. When a value started is its ``valid_from`` (then
    ``created_at``, then id, so the answer is always the same); for a correction, when the
-   correction was said; for a known fact given a subject, when the known fact started.
+   correction was said; for a known fact given a subject, when the known fact started. A
+   correction said in the same turn as the fact it names corrects nothing (the user's
+   "Remember: my wife is Ana" filed, then a model's "I remember my wife is Ana." extracted
+   from that turn as its correction): said together, the two hold together.
 
 A request to forget ("forget that I smoke") is decided here too (:func:`named_by`): which
 current facts it names.
@@ -179,6 +182,8 @@ def decide(
         if said is not None:
             return Decision("past", known=said)
     corrects = target if target is not None and target.current else None
+    if corrects is not None and corrects.valid_from == new.valid_from:
+        corrects = None  # said in the same turn as the fact it names: the two hold together
     if same is not None:
         # Said before the value it claims to correct started: that value stays.
         late = corrects is not None and held_since(corrects) > held_since(new)

@@ -328,7 +328,10 @@ def test_a_long_range_is_read_in_parts_within_the_window(facts: FactStore) -> No
         tokens = sum(counter.count(message_text(m)) for m in prompt) + 8 * len(prompt)
         assert tokens <= 2_048 - 256
         body = message_text(prompt[-1])
-        assert body.startswith("Known facts:\n(none)\n\nChat:\n[1] ")
+        assert body.startswith("Chat:\n[1] ")
+        assert body.endswith(
+            "\n\nKnown facts, for replaces:\n(none)\n\nFacts the User lines of the chat state:"
+        )
         shown += [line for line in body.splitlines() if "] User: " in line]
     # Every user turn is in one part; the long one as its start, marked as cut.
     assert len(shown) == 21
@@ -363,7 +366,8 @@ def test_replaces_is_trusted_only_for_a_similar_fact(
     llm = ScriptedFacts(replies=[NO_FACTS, NO_FACTS])
     extractor = FactExtractor(llm, facts)
     extractor.extract("ana", chat)  # which label is which: the most relevant first
-    listed = message_text(llm.prompts[0][-1]).split("\n\nChat:")[0].splitlines()[1:]
+    known = message_text(llm.prompts[0][-1]).split("Known facts, for replaces:\n")[1]
+    listed = known.split("\n\n")[0].splitlines()
     label = {text.split(". ", 1)[1]: text.split(".", 1)[0] for text in listed}
     llm.replies = [
         reply(

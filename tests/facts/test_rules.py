@@ -211,6 +211,14 @@ ROWS = [
         target=replace(LISBON, status="superseded", superseded_by="porto"),
     ),
     Row(
+        "a correction said in the same turn as the fact it names corrects nothing",
+        [SAVED_PORTO],
+        new("I remember I live in Porto.", since=month(6)),
+        "added",
+        store="current",
+        target=SAVED_PORTO,
+    ),
+    Row(
         "a correction naming no fact of the user is left to the subject rule (changed)",
         [],
         new("My wife is Ana."),

@@ -10,7 +10,7 @@ prompt returning a text or a message (a model that answers from what its prompt 
     llm.prompts[0]  # [HumanMessage("hi")]; llm.prompt_text(0) == "hi"
 
 ``ScriptedFacts`` answers :data:`NO_FACTS` once its replies are used up (a fact extractor's
-model).
+model); ``reply(fact("I live in Porto.", 1, subject="home"))`` writes such a model's reply.
 
 It answers through ``_generate`` only (a stream is one chunk). For a model that must stream
 word by word, use LangChain's ``GenericFakeChatModel``.
@@ -18,6 +18,7 @@ word by word, use LangChain's ``GenericFakeChatModel``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -76,3 +77,15 @@ class ScriptedFacts(Scripted):
     """A model that fact extraction asks: the scripted replies, then no facts."""
 
     otherwise: Any = NO_FACTS
+
+
+def fact(
+    text: str, turn: object = 1, *, subject: str = "x", kind: str = "other", replaces: str = ""
+) -> dict[str, Any]:
+    """One fact as an extractor's reply gives it."""
+    return {"text": text, "kind": kind, "subject": subject, "turn": turn, "replaces": replaces}
+
+
+def reply(*facts: dict[str, Any]) -> str:
+    """An extractor's reply holding ``facts``."""
+    return json.dumps({"facts": list(facts)})

@@ -8,7 +8,6 @@ behind Ollama's API).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,7 +51,7 @@ from memory_chain.tiers.sql import SQLStore
 from memory_chain.tiers.sql.facts import FactStore
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
 from memory_chain.tokens import EstimatingCounter
-from tests.fake_chat import NO_FACTS, ScriptedFacts
+from tests.fake_chat import NO_FACTS, ScriptedFacts, fact, reply
 
 
 class RecordingOllama(ChatOllama):
@@ -69,16 +68,6 @@ class RecordingOllama(ChatOllama):
     ) -> ChatResult:
         self.calls.append(kwargs)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(NO_FACTS))])
-
-
-def fact(
-    text: str, turn: object = 1, *, subject: str = "x", kind: str = "other", replaces: str = ""
-) -> dict[str, Any]:
-    return {"text": text, "kind": kind, "subject": subject, "turn": turn, "replaces": replaces}
-
-
-def reply(*facts: dict[str, Any]) -> str:
-    return json.dumps({"facts": list(facts)})
 
 
 def turns(*texts: str, first: int = 1) -> list[Turn]:

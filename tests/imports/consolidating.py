@@ -9,8 +9,7 @@ from memory_chain.extraction import FactExtractor
 from memory_chain.manager import MemoryManager
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore
-from tests.facts.test_extract import fact, reply
-from tests.fake_chat import ScriptedFacts
+from tests.fake_chat import ScriptedFacts, fact, reply
 
 #: The conversation id of the ChatGPT sample's "Trip to Lisbon".
 TRIP = "chatgpt-6627a1b0-1111-4c2d-9e8f-0a1b2c3d4e5f"

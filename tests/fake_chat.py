@@ -13,17 +13,23 @@ prompt returning a text or a message (a model that answers from what its prompt 
 model); ``reply(fact("I live in Porto.", 1, subject="home"))`` writes such a model's reply.
 
 It answers through ``_generate`` only (a stream is one chunk). For a model that must stream
-word by word, use LangChain's ``GenericFakeChatModel``.
+word by word, use LangChain's ``GenericFakeChatModel``; ``RecordingModel`` is one that also
+keeps its prompts and binds tools (an agent's model).
+
+``ScriptedSummarizer`` stands in for a summarization chain: it fails a set number of times,
+then answers, and counts its calls.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
@@ -89,3 +95,38 @@ def fact(
 def reply(*facts: dict[str, Any]) -> str:
     """An extractor's reply holding ``facts``."""
     return json.dumps({"facts": list(facts)})
+
+
+class RecordingModel(GenericFakeChatModel):
+    """Answers from a script and keeps every prompt it was sent."""
+
+    prompts: list[list[BaseMessage]] = []  # one list per instance (set in __init__)
+
+    def __init__(self, answers: Sequence[AIMessage | str]) -> None:
+        super().__init__(messages=iter(answers), prompts=[])
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.prompts.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingModel:
+        return self
+
+
+class ScriptedSummarizer:
+    """A summarization chain stand-in: fails ``failures`` times, then answers; counts calls."""
+
+    def __init__(self, failures: int = 0, delay: float = 0.0) -> None:
+        self.failures = failures
+        self.delay = delay
+        self.calls: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    def invoke(self, inputs: dict[str, str], *_: Any, **__: Any) -> str:
+        with self.lock:
+            self.calls.append(inputs)
+            if self.failures > 0:
+                self.failures -= 1
+                raise ConnectionError("model down")
+        time.sleep(self.delay)
+        return f"summary #{len(self.calls)} of {inputs['turns'].count(chr(10)) + 1} lines"

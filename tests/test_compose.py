@@ -1,7 +1,7 @@
 """docker-compose.yml: valid for Debian's docker-compose, wired together, in step with the code.
 
-(docker-compose.scale.yml, the scaled deployment, shares these helpers and ``.env.example``:
-tests/test_compose_scale.py.)
+(docker-compose.scale.yml, the scaled deployment, is tested in tests/test_compose_scale.py;
+both use the helpers and ``.env.example`` of tests/compose_files.py.)
 
 ``docker-compose config`` validates and resolves the file without a Docker engine (the
 ``docker-compose`` Debian package, installed by ``make test``). The structure checks run on
@@ -10,10 +10,7 @@ the resolved file, with the defaults and with ``.env.example``, which must resol
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,32 +19,23 @@ import pytest
 import yaml
 
 from memory_chain.config import MemorySettings
-from memory_chain.web_policy import WebPolicy
-from tests.needs import missing
+from tests.compose_files import (
+    COMPOSE_FILES,
+    ENV_EXAMPLE,
+    ENV_PREFIX,
+    ROOT,
+    VARIABLE,
+    api_policy,
+    compose_config,
+    compose_variables,
+    ports,
+    volumes,
+)
 from tests.webui.open_webui import pinned_version
 
-ROOT = Path(__file__).resolve().parent.parent
-COMPOSE = ROOT / "docker-compose.yml"
-COMPOSE_SCALE = ROOT / "docker-compose.scale.yml"
-COMPOSE_FILES = (COMPOSE, COMPOSE_SCALE)
-ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "Dockerfile"
-# ${NAME} or ${NAME:-default}; compose's own $$ escapes are not variables.
-VARIABLE = re.compile(r"(?<!\$)\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}")
-ENV_PREFIX = str(MemorySettings.model_config.get("env_prefix", ""))
 SETTING_NAME = re.compile(rf"\b{re.escape(ENV_PREFIX)}\w+")
 SERVICES = {"api", "ollama", "qdrant", "open-webui"}
-
-
-def _docker_compose() -> str:
-    path = shutil.which("docker-compose")
-    if path is None:
-        reason = (
-            "docker-compose is not installed: run `make test` or `bash scripts/setup.sh --test`, "
-            "which install Debian's docker-compose"
-        )
-        missing(reason)
-    return path
 
 
 def _env_example() -> dict[str, str]:
@@ -60,53 +48,25 @@ def _env_example() -> dict[str, str]:
     return values
 
 
-def _compose_variables() -> dict[str, str | None]:
-    """Every variable of the compose files, with its default."""
-    return {
-        match["name"]: match["default"]
-        for path in COMPOSE_FILES
-        for match in VARIABLE.finditer(path.read_text())
-    }
-
-
-def _config(env_file: Path, compose: Path = COMPOSE) -> tuple[int, str, str]:
-    """``docker-compose config`` in an environment without the file's variables."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in _compose_variables() and not name.startswith((ENV_PREFIX, "COMPOSE_"))
-    }
-    done = subprocess.run(
-        [_docker_compose(), "--env-file", str(env_file), "-f", str(compose), "config"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
-
-
 @pytest.fixture(scope="module")
 def resolved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The compose file as ``docker-compose config`` resolves it with every default."""
     empty = tmp_path_factory.mktemp("compose") / "empty.env"
     empty.write_text("")
-    code, out, err = _config(empty)
+    code, out, err = compose_config(empty)
     assert code == 0, f"docker-compose config failed:\n{err}"
     config: dict[str, Any] = yaml.safe_load(out)
     return config
 
 
 def test_config_is_valid_and_env_example_resolves_the_same(resolved: dict[str, Any]) -> None:
-    code, out, err = _config(ENV_EXAMPLE)
+    code, out, err = compose_config(ENV_EXAMPLE)
     assert code == 0, f"docker-compose config with .env.example failed:\n{err}"
     assert yaml.safe_load(out) == resolved
 
 
 def test_every_variable_has_one_default_listed_in_env_example() -> None:
-    variables = _compose_variables()
+    variables = compose_variables()
     example = _env_example()
     defaults: dict[str, set[str | None]] = {}
     for path in COMPOSE_FILES:
@@ -120,50 +80,25 @@ def test_every_variable_has_one_default_listed_in_env_example() -> None:
         assert example[name] == default, name
 
 
-def _ports(service: dict[str, Any]) -> list[tuple[str | None, str, str]]:
-    """(host ip, published, target) of a resolved service (short or long syntax)."""
-    ports: list[tuple[str | None, str, str]] = []
-    for port in service.get("ports", []):
-        if isinstance(port, dict):
-            ports.append((port.get("host_ip"), str(port["published"]), str(port["target"])))
-        else:
-            parts = str(port).split("/")[0].split(":")
-            host_ip = parts[0] if len(parts) == 3 else None
-            ports.append((host_ip, parts[-2], parts[-1]))
-    return ports
-
-
-def _volumes(service: dict[str, Any]) -> dict[str, str]:
-    """Container path -> named volume."""
-    mounts: dict[str, str] = {}
-    for volume in service.get("volumes", []):
-        if isinstance(volume, dict):
-            mounts[volume["target"]] = volume["source"]
-        else:
-            source, target = str(volume).split(":")[:2]
-            mounts[target] = source
-    return mounts
-
-
 def test_services_ports_and_volumes(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
     assert set(services) >= SERVICES
     for name, service in services.items():
-        for source in _volumes(service).values():
+        for source in volumes(service).values():
             assert source in resolved["volumes"], f"{name}: {source} is not a named volume"
 
     api = services["api"]
     port = str(MemorySettings.model_fields["server_port"].default)
     assert api["build"]["context"] == str(ROOT)
     assert api["environment"]["MEMORY_CHAIN_SERVER_PORT"] == port
-    assert _ports(api) == [("127.0.0.1", port, port)]
+    assert ports(api) == [("127.0.0.1", port, port)]
     data_dir = re.search(r"MEMORY_CHAIN_DATA_DIR=(\S+)", DOCKERFILE.read_text())
     assert data_dir is not None, "the Dockerfile sets MEMORY_CHAIN_DATA_DIR"
-    assert data_dir[1] in _volumes(api), "the SQL data (data_dir) is in a volume"
-    assert "/qdrant/storage" in _volumes(services["qdrant"])
-    assert "/root/.ollama" in _volumes(services["ollama"])
-    assert "/app/backend/data" in _volumes(services["open-webui"])
-    assert [target for _, _, target in _ports(services["open-webui"])] == ["8080"]
+    assert data_dir[1] in volumes(api), "the SQL data (data_dir) is in a volume"
+    assert "/qdrant/storage" in volumes(services["qdrant"])
+    assert "/root/.ollama" in volumes(services["ollama"])
+    assert "/app/backend/data" in volumes(services["open-webui"])
+    assert [target for _, _, target in ports(services["open-webui"])] == ["8080"]
 
 
 def test_health_checks_and_start_order(resolved: dict[str, Any]) -> None:
@@ -221,19 +156,11 @@ def test_every_memory_chain_name_is_a_setting() -> None:
         assert used <= valid, f"{path.name}: not MemorySettings fields: {used - valid}"
 
 
-def _api_policy(services: dict[str, Any]) -> WebPolicy:
-    """What the API trusts with the environment the compose file gives it."""
-    env = services["api"]["environment"]
-    return WebPolicy.from_settings(
-        MemorySettings(trusted_hosts=env["MEMORY_CHAIN_TRUSTED_HOSTS"], server_host="0.0.0.0")
-    )
-
-
 def test_the_api_answers_the_names_it_is_reached_by(
     resolved: dict[str, Any], tmp_path: Path
 ) -> None:
     port = resolved["services"]["api"]["environment"]["MEMORY_CHAIN_SERVER_PORT"]
-    policy = _api_policy(resolved["services"])
+    policy = api_policy(resolved["services"])
     webui = resolved["services"]["open-webui"]["environment"]["OPENAI_API_BASE_URL"]
     assert policy.host_allowed(urlsplit(webui).netloc)  # Open WebUI, server to server
     assert policy.host_allowed(f"127.0.0.1:{port}")  # the health check, this machine's browser
@@ -243,9 +170,9 @@ def test_the_api_answers_the_names_it_is_reached_by(
     # API_TRUSTED_HOSTS adds the names browsers elsewhere use.
     env_file = tmp_path / "hosts.env"
     env_file.write_text("API_TRUSTED_HOSTS=memory.example.com,192.168.1.20\n")
-    code, out, err = _config(env_file)
+    code, out, err = compose_config(env_file)
     assert code == 0, err
-    named = _api_policy(yaml.safe_load(out)["services"])
+    named = api_policy(yaml.safe_load(out)["services"])
     assert named.host_allowed(f"memory.example.com:{port}")
     assert named.host_allowed(f"192.168.1.20:{port}")
     assert named.host_allowed(urlsplit(webui).netloc)

@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 from memory_chain.config import MemorySettings
-from tests.test_compose import (
+from tests.compose_files import (
     COMPOSE_SCALE,
     ENV_EXAMPLE,
     ROOT,
-    _api_policy,
-    _config,
-    _ports,
-    _volumes,
+    api_policy,
+    compose_config,
+    ports,
+    volumes,
 )
 
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
@@ -35,14 +35,14 @@ SERVICES = {"db", "api", "lb", "ollama", "ollama-pull", "open-webui"}
 def resolved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     empty = tmp_path_factory.mktemp("compose-scale") / "empty.env"
     empty.write_text("")
-    code, out, err = _config(empty, COMPOSE_SCALE)
+    code, out, err = compose_config(empty, COMPOSE_SCALE)
     assert code == 0, f"docker-compose config failed:\n{err}"
     config: dict[str, Any] = yaml.safe_load(out)
     return config
 
 
 def test_config_is_valid_and_env_example_resolves_the_same(resolved: dict[str, Any]) -> None:
-    code, out, err = _config(ENV_EXAMPLE, COMPOSE_SCALE)
+    code, out, err = compose_config(ENV_EXAMPLE, COMPOSE_SCALE)
     assert code == 0, f"docker-compose config with .env.example failed:\n{err}"
     assert yaml.safe_load(out) == resolved
 
@@ -62,10 +62,10 @@ def test_replicas_keep_every_tier_in_postgresql_with_pgvector(resolved: dict[str
     assert url.username == db_env["POSTGRES_USER"]
     assert url.password == db_env["POSTGRES_PASSWORD"]
     assert url.path == "/" + db_env["POSTGRES_DB"]
-    assert "/var/lib/postgresql/data" in _volumes(db)
-    assert _ports(db) == []  # the database is reached by the replicas only
+    assert "/var/lib/postgresql/data" in volumes(db)
+    assert ports(db) == []  # the database is reached by the replicas only
     # Nothing a replica keeps is lost with it: no volume, no Qdrant, no SQLite.
-    assert _volumes(api) == {}
+    assert volumes(api) == {}
     assert not any("QDRANT" in name for name in env)
     # What the replicas are given is a valid configuration, and it means pgvector.
     settings = MemorySettings(
@@ -85,9 +85,9 @@ def test_the_load_balancer_is_the_only_way_in(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
     api, lb = services["api"], services["lb"]
     inner_port = api["environment"]["MEMORY_CHAIN_SERVER_PORT"]
-    assert _ports(api) == []  # replicas cannot share a host port: the balancer publishes
+    assert ports(api) == []  # replicas cannot share a host port: the balancer publishes
     default_port = str(MemorySettings.model_fields["server_port"].default)
-    assert _ports(lb) == [("127.0.0.1", default_port, inner_port)]
+    assert ports(lb) == [("127.0.0.1", default_port, inner_port)]
     (mount,) = lb["volumes"]  # short syntax: source:target:mode
     source, target, mode = str(mount).split(":")
     assert (Path(source), target, mode) == (NGINX_CONF, "/etc/nginx/nginx.conf", "ro")
@@ -98,10 +98,10 @@ def test_the_load_balancer_is_the_only_way_in(resolved: dict[str, Any]) -> None:
 
 def test_the_replicas_answer_the_names_the_balancer_passes_on(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
-    policy = _api_policy(services)
+    policy = api_policy(services)
     webui = urlsplit(services["open-webui"]["environment"]["OPENAI_API_BASE_URL"])
     assert policy.host_allowed(webui.netloc)  # Open WebUI through the balancer: Host lb:8000
-    published = _ports(services["lb"])[0][1]
+    published = ports(services["lb"])[0][1]
     assert policy.host_allowed(f"127.0.0.1:{published}")  # this machine's browser
     assert not policy.host_allowed(f"attacker.example:{published}")
     # nginx passes the client's Host on with its port: a page's Origin is compared with both.

@@ -42,30 +42,11 @@ from memory_chain.tiers.vectors.indexer import TurnIndexer
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
 from memory_chain.tiers.vectors.tier import Tier3
 from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
-from tests.fake_chat import Scripted
+from tests.fake_chat import Scripted, ScriptedSummarizer
 
 pytestmark = USES_DEPRECATED_HISTORIES
 
 CFG = {"configurable": {"conversation_id": "trip", "user_id": "ana"}}
-
-
-class ScriptedSummarizer:
-    """A summarization chain stand-in: fails ``failures`` times, then answers; counts calls."""
-
-    def __init__(self, failures: int = 0, delay: float = 0.0) -> None:
-        self.failures = failures
-        self.delay = delay
-        self.calls: list[dict[str, str]] = []
-        self.lock = threading.Lock()
-
-    def invoke(self, inputs: dict[str, str], *_: Any, **__: Any) -> str:
-        with self.lock:
-            self.calls.append(inputs)
-            if self.failures > 0:
-                self.failures -= 1
-                raise ConnectionError("model down")
-        time.sleep(self.delay)
-        return f"summary #{len(self.calls)} of {inputs['turns'].count(chr(10)) + 1} lines"
 
 
 def chat_chain(manager: MemoryManager, llm: BaseChatModel) -> Any:

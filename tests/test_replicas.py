@@ -22,7 +22,7 @@ from memory_chain.schemas import NewTurn
 from memory_chain.tiers.buffer import TurnBuffer
 from memory_chain.tiers.sql import SQLStore, create_sql_engine, upgrade
 from tests.deprecated_doors import USES_DEPRECATED_HISTORIES
-from tests.test_memory import ScriptedSummarizer
+from tests.fake_chat import ScriptedSummarizer
 
 pytestmark = USES_DEPRECATED_HISTORIES
 

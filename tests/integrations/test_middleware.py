@@ -10,16 +10,14 @@ added fits the window with the thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -30,25 +28,10 @@ from memory_chain.local_llm.model import MODEL_NAME
 from memory_chain.schemas import NewTurn
 from memory_chain.services import Services, open_services
 from memory_chain.tokens import EstimatingCounter
+from tests.fake_chat import RecordingModel
 
 FACT = "My locker code at the gym is 4417."
 QUESTION = "What is my locker code at the gym?"
-
-
-class RecordingModel(GenericFakeChatModel):
-    """Answers from a script and keeps every prompt it was sent."""
-
-    prompts: list[list[BaseMessage]] = []  # one list per instance (set in __init__)
-
-    def __init__(self, answers: Sequence[AIMessage | str]) -> None:
-        super().__init__(messages=iter(answers), prompts=[])
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.prompts.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingModel:
-        return self
 
 
 def _system(prompt: list[BaseMessage]) -> str:

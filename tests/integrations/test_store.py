@@ -28,7 +28,7 @@ from memory_chain.errors import InvalidInputError
 from memory_chain.integrations.store import MemoryStore
 from memory_chain.schemas import NewTurn
 from memory_chain.services import Services, open_services
-from tests.integrations.test_middleware import RecordingModel
+from tests.fake_chat import RecordingModel
 
 ANA = ("ana", "docs")
 DOCS = [

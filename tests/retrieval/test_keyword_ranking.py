@@ -16,7 +16,7 @@ from memory_chain.tiers.sql.migrate import downgrade
 from memory_chain.tiers.sql.pg_terms import bm25_idf
 from memory_chain.tiers.sql.search import keyword_search
 from memory_chain.tiers.sql.term_stats import TermStats
-from tests.retrieval.test_search import TRIP
+from tests.retrieval.trip import TRIP
 
 
 def _order(store: SQLStore, query: str, **scope: str) -> list[int]:

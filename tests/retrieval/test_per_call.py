@@ -1,7 +1,7 @@
 """Each search takes its own options: mode, now and limit, with nothing shared changed.
 
 Real SQLite keyword search, a real vector index and the real embedding model (``conftest.py``'s
-manager, ``test_search.py``'s helpers).
+manager, ``trip.py``'s conversation and helpers).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from memory_chain.errors import InvalidInputError
 from memory_chain.manager import MemoryManager
 from memory_chain.schemas import MemoryItem
-from tests.retrieval.test_search import DAY, TRIP, add, drain
+from tests.retrieval.trip import DAY, TRIP, add, drain
 
 
 def _sources(items: list[MemoryItem]) -> set[str]:

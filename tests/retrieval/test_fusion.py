@@ -10,23 +10,9 @@ import pytest
 from memory_chain.retrieval.fusion import Candidate, FusionWeights, rank, score_candidates
 from memory_chain.retrieval.timeframes import time_windows
 from memory_chain.schemas import MemoryItem
+from tests.retrieval.items import WHEN, turn
 
-WHEN = datetime(2024, 5, 1, tzinfo=UTC)
 W = FusionWeights(keyword=0.5, answer_of_question=0.6, question_penalty=0.2, time=0.3)
-
-
-def turn(
-    n: int, text: str = "a turn", *, conversation: str = "c", when: datetime = WHEN
-) -> MemoryItem:
-    return MemoryItem(
-        tier="tier2",
-        kind="turn",
-        conversation_id=conversation,
-        content=text,
-        timestamp=when,
-        score=0.0,
-        turn_number=n,
-    )
 
 
 def test_scores_combine_normalised_bm25_and_cosine() -> None:

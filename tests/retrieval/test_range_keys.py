@@ -12,8 +12,7 @@ from memory_chain.retrieval.fusion import Candidate, FusionWeights
 from memory_chain.retrieval.range_keys import RangeKey, credit_ranges, key_text
 from memory_chain.schemas import MemoryItem
 from memory_chain.tiers.vectors.embeddings import SentenceEmbeddings
-
-from .test_fusion import turn
+from tests.retrieval.items import turn
 
 TURNS = {
     1: "user: Morning! Busy week ahead.",

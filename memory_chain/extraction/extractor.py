@@ -317,16 +317,21 @@ class _Requests:
         """``fact`` as the fact a request to remember states.
 
         From "Remember that my car is a green Vespera" a model gives "I remember that my
-        car is a green Vespera.": the fact is what follows (the same words as the saved
-        fact, which it then gives its subject and kind); "I remember it." names none
-        (``None``). A fact of another turn is as given.
+        car is a green Vespera." or the request again ("Remember: my car is ..."): the fact
+        is what the request names (the same words as the saved fact, which it then gives
+        its subject and kind); "I remember it." names none (``None``). A fact of another
+        turn is as given.
         """
         if fact.turn not in self.saves:
             return fact
-        echo = _ECHO.match(fact.text.strip())
-        if echo is None:
+        text = fact.text.strip()
+        intent = parse_intent(text)
+        if intent is not None and intent.action == "save" and intent.text:
+            rest = intent.text.strip()
+        elif (echo := _ECHO.match(text)) is not None:
+            rest = text[echo.end() :]
+        else:
             return fact
-        rest = fact.text.strip()[echo.end() :]
         if _NOTHING.fullmatch(rest):
             return None
         return replace(fact, text=rest[0].upper() + rest[1:])

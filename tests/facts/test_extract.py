@@ -638,19 +638,24 @@ def test_a_request_to_remember_restated_by_the_model_is_the_saved_fact(
     llm = ScriptedFacts(
         replies=[
             reply(
-                # The request restated in the first person, as models do.
-                fact("I remember that my car is a green Vespera.", 1, subject="car"),
+                # The request copied, as models do.
+                fact("Remember: my car is a green Vespera.", 1, subject="car"),
                 fact("I remember it.", 1),
                 # Not a request's turn: as given.
                 fact("I remember that summer in Rome.", 3),
-            )
+            ),
+            # Or restated in the first person.
+            reply(fact("I remember that my car is a green Vespera.", 1)),
         ]
     )
-    service = _consolidation(store, FactExtractor(llm, facts))
+    extractor = FactExtractor(llm, facts)
+    service = _consolidation(store, extractor)
     try:
         assert service.consolidate("car", "ana") is not None
     finally:
         service.stop()
+    said = store.get_turns("car", user_id="ana")
+    assert [f.text for f in extractor.extract("ana", said)] == ["My car is a green Vespera."]
     learnt = {f.text: f for f in facts.of_user("ana")}
     # No second row: the saved fact takes the subject the restatement gave.
     assert set(learnt) == {"my car is a green Vespera.", "I remember that summer in Rome."}

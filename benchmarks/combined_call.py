@@ -24,8 +24,6 @@ from memory_chain.extraction import FactExtractor
 from memory_chain.extraction.extractor import DEFAULT_REPLY_TOKENS
 from memory_chain.summarize import NO_SUMMARY
 
-#: Longest summary asked for, in characters (about 150 words).
-MAX_SUMMARY_CHARS = 1_200
 #: Tokens the summary adds to the reply.
 SUMMARY_TOKENS = 320
 SUMMARY_RULE = (
@@ -63,7 +61,9 @@ class CombinedExtractor(FactExtractor):
         ]
         wanted = dict(schema)
         wanted["properties"] = {
-            "summary": {"type": "string", "maxLength": MAX_SUMMARY_CHARS},
+            # No maxLength: llama.cpp's grammar refuses one this long (a rule repeated 1,200
+            # times); the prompt asks for 150 words and the reply's token limit bounds it.
+            "summary": {"type": "string"},
             **schema["properties"],
         }
         wanted["required"] = ["summary", *schema["required"]]

@@ -28,6 +28,12 @@ match there is chance), and each conversation is scored at the *t* its others ch
 earlier many-to-one rule at the same *t* is printed beside it. With ``--models``, each model
 reads the same sessions in turn, in one run; the facts found are in the JSON, and
 ``--rescore FILE`` scores a run's JSON again without a model.
+
+With ``--calls combined`` (or ``both``, in the same run), each model reads the sessions with
+the combined call (:mod:`combined_call`: one call per range for its summary and its facts,
+instead of the summary, then the facts), as ``"<model> combined"``: the same scores, the
+seconds of that one call per range (beside the two calls' with ``both``), and how many calls
+gave no summary.
 """
 
 from __future__ import annotations
@@ -40,13 +46,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from combined_call import CombinedExtractor
 from harness import Run, configure, fmt, parser, summarize, table
 from langchain_core.runnables import Runnable
 
@@ -72,6 +79,7 @@ class Settings:
     llm_url: str | None = None
     model: str | None = None
     models: str | None = None
+    calls: str = "separate"
     rescore: Path | None = None
     quick: bool = False
 
@@ -223,13 +231,18 @@ class Extracted:
     conversations: list[Conversation]
     seconds: list[float]
     summarizing: list[float]
+    summaries: list[str | None] = field(default_factory=list)
 
 
-def extract(settings: Settings, model: str | None, run: Run) -> Extracted:
-    """Replay the sessions to ``model`` (served for the run, or at ``--llm-url``)."""
+def extract(settings: Settings, model: str | None, run: Run, combined: bool = False) -> Extracted:
+    """Replay the sessions to ``model`` (served for the run, or at ``--llm-url``).
+
+    With ``combined``, one call per range gives its summary and its facts
+    (:class:`~combined_call.CombinedExtractor`), instead of the summary, then the facts.
+    """
     samples = json.loads(settings.data.read_text(encoding="utf-8"))[: settings.conversations]
     embeddings = SentenceEmbeddings()
-    done = Extracted(model or "default", [], [], [])
+    done = Extracted(f"{model or 'default'}{' combined' if combined else ''}", [], [], [])
     with (
         served_models(settings.llm_url, model) as models,
         tempfile.TemporaryDirectory() as folder,
@@ -238,8 +251,9 @@ def extract(settings: Settings, model: str | None, run: Run) -> Extracted:
         upgrade(engine)
         facts = FactStore(SQLStore(engine).database, embed=embeddings.embed_documents)
         catalog = models.catalog
-        extractor = FactExtractor(models.summary, facts, model=lambda: catalog.resolve(None))
-        summarizer = build_summarization_chain(models.summary)
+        maker = CombinedExtractor if combined else FactExtractor
+        extractor = maker(models.summary, facts, model=lambda: catalog.resolve(None))
+        summarizer = None if combined else build_summarization_chain(models.summary)
         for sample in samples:
             sample_id, speaker = sample["sample_id"], sample["conversation"]["speaker_a"]
             sessions = []
@@ -259,6 +273,10 @@ def extract(settings: Settings, model: str | None, run: Run) -> Extracted:
                 run.progress(f"{label}: {len(extracted)} facts, {len(gold)} gold")
                 sessions.append(Session(tuple(gold), tuple(fact.text for fact in extracted)))
             done.conversations.append(Conversation(sample_id, speaker, tuple(sessions)))
+            if isinstance(extractor, CombinedExtractor):
+                extractor.summary = None  # the next conversation's summary starts afresh
+        if isinstance(extractor, CombinedExtractor):
+            done.summaries = extractor.summaries
         engine.dispose()
     return done
 
@@ -296,7 +314,23 @@ def score(done: Extracted, embed: Embed) -> tuple[list[str], dict[str, Any]]:
         "lenient": {"precision": loose[1], "recall": loose[0]},
         "conversations": [asdict(c) for c in done.conversations],
     }
-    if done.seconds:
+    if done.seconds and not done.summarizing:  # the combined call: one call per range
+        timing = summarize([s * 1e9 for s in done.seconds], unit="ms")
+        words = sorted(len(s.split()) for s in done.summaries if s)
+        missing = sum(1 for s in done.summaries if not s)
+        lines.append(
+            f"  seconds per range ({timing['n']} ranges), summary and facts in one call: p50 "
+            f"{fmt(timing.get('p50', 0) / 1000)}, max {fmt(timing.get('max', 0) / 1000)}; "
+            f"{missing} of {len(done.summaries)} calls gave no summary; summary words p50 "
+            f"{words[len(words) // 2] if words else 0}"
+        )
+        figures |= {
+            "range_ms": timing,
+            "consolidation_after_ms": timing,
+            "summaries": done.summaries,
+            "summaries_missing": missing,
+        }
+    elif done.seconds:
         timing = summarize([s * 1e9 for s in done.seconds], unit="ms")
         before = summarize([s * 1e9 for s in done.summarizing], unit="ms")
         after = summarize(
@@ -341,6 +375,12 @@ def main() -> None:
     found = parser(__doc__, quick="three conversations, one session each")
     locomo_options(found, "conversations replayed (5)", "sessions of each (3)")
     found.add_argument("--models", help="comma-separated models, each reading the same sessions")
+    found.add_argument(
+        "--calls",
+        choices=["separate", "combined", "both"],
+        help="a range's summary and facts in two calls (separate, the default), one "
+        "(combined), or each in turn (both)",
+    )
     found.add_argument("--rescore", type=Path, help="score an earlier run's --json, no model")
     args = found.parse_args()
     settings = configure(Settings(), args, QUICK)
@@ -350,7 +390,8 @@ def main() -> None:
         runs = rescored(settings.rescore)
     else:
         names = settings.models.split(",") if settings.models else [settings.model]
-        runs = [extract(settings, name, run) for name in names]
+        modes = {"separate": (False,), "combined": (True,), "both": (False, True)}[settings.calls]
+        runs = [extract(settings, name, run, combined) for name in names for combined in modes]
     embed = SentenceEmbeddings().embed_documents
     lines: list[str] = []
     results: dict[str, Any] = {"models": {}}

@@ -1,13 +1,21 @@
-"""The extraction benchmark scores a run's facts again without a model (``--rescore``)."""
+"""The extraction benchmark scores a run's facts again without a model (``--rescore``), and
+its combined call (a range's summary and facts in one) parses and carries the summary."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_chain.bench import benchmarks_dir
+from memory_chain.messages import message_text
+from memory_chain.schemas import Turn
+from memory_chain.tiers.sql import SQLStore
+from memory_chain.tiers.sql.facts import FactStore
+from tests.bench_scripts import benchmark_module
+from tests.fake_chat import Scripted
 
 
 def _conversation(name: str, speaker: str, gold: list[str], found: list[str]) -> dict[str, object]:
@@ -62,3 +70,35 @@ def test_a_run_s_facts_are_scored_one_to_one_on_held_out_thresholds(tmp_path: Pa
     assert figures["lenient"]["precision"] == 5 / 6
     assert all(0.4 <= fold["threshold"] <= 0.8 for fold in figures["folds"])
     assert "pooled one-to-one: P 0.50, R 0.60" in done.stdout
+
+
+def test_the_combined_call_writes_the_running_summary_and_files_the_facts(
+    sqlite_store: SQLStore,
+) -> None:
+    combined = {
+        "summary": "The user moved to Porto.",
+        "facts": [
+            {"text": "I moved to Porto.", "kind": "biography", "subject": "home", "turn": 1},
+        ],
+    }
+    llm = Scripted(replies=[json.dumps(combined), '{"facts": []}'])
+    chat = [
+        Turn("c", 1, "user", "I moved to Porto last month.", datetime(2026, 5, 1, tzinfo=UTC)),
+        Turn("c", 2, "assistant", "Nice!", datetime(2026, 5, 1, tzinfo=UTC)),
+    ]
+    with benchmark_module("combined_call") as module:
+        extractor = module.CombinedExtractor(llm, FactStore(sqlite_store.database))
+        found = extractor.extract("ana", chat)
+        assert [f.text for f in found] == ["I moved to Porto."]
+        # One call: the summary's rule, the earlier summary before the chat, the summary
+        # asked first in the schema; the worked example's reply has a summary too.
+        messages = llm.prompts[0]
+        assert "summary" in message_text(messages[0])
+        assert json.loads(message_text(messages[2]))["summary"]
+        assert message_text(messages[3]).startswith("Earlier summary: (none)\n\nChat:\n[1] User:")
+        # A reply without a summary (the second call) keeps the running one for the next.
+        assert extractor.extract("ana", chat) == []
+        assert extractor.summaries == ["The user moved to Porto.", None]
+        assert message_text(llm.prompts[1][3]).startswith(
+            "Earlier summary: The user moved to Porto.\n\n"
+        )

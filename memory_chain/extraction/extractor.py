@@ -6,6 +6,7 @@ See :mod:`memory_chain.extraction` for the design.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -91,15 +92,16 @@ class FactExtractor:
         Raises:
             ExtractionError: The model could not be called, or a reply was not facts.
         """
-        forgets = _forget_requests(turns)
-        turns = [turn for turn in turns if turn.turn_number not in forgets.unread]
+        requests = _requests(turns)
+        said = _range_of(turns)
+        turns = [turn for turn in turns if turn.turn_number not in requests.unread]
         user_text = "\n".join(turn.content for turn in turns if turn.role == "user")
         if not user_text.strip():
             return []
         info = self._model_info()
         window = info.window if info else DEFAULT_WINDOW
         counter: TokenCount = info.counter if info else EstimatingCounter()
-        known = self._known(user_id, user_text)
+        known = self._known(user_id, user_text, said)
         labels = [f"F{number}" for number in range(1, len(known) + 1)]
         fixed = sum(counter.count(message_text(m)) for m in build_messages(known, []))
         room = window - self.reply_tokens - fixed - 4 * _MESSAGE_TOKENS
@@ -114,8 +116,11 @@ class FactExtractor:
         for part in split_parts(turns, room, counter):
             reply = self._call(build_messages(known, part), schema, window)
             shown = [turn for turn, _ in part]
-            for fact in parse_extraction(reply, shown, labels):
-                if forgets.name(fact):
+            for parsed in parse_extraction(reply, shown, labels):
+                fact = requests.unechoed(parsed)
+                if fact is None:
+                    logger.debug("not learnt, the request to remember echoed: %r", parsed.text)
+                elif requests.name(fact):
                     logger.debug("not learnt, asked to forget later: %r", fact.text)
                 elif normalized(fact.text) not in seen:
                     seen.add(normalized(fact.text))
@@ -183,11 +188,19 @@ class FactExtractor:
             logger.info("the summary model's window is unknown (%s): assuming %d", exc, 4096)
             return None
 
-    def _known(self, user_id: str, user_text: str) -> list[Fact]:
-        """The user's current facts most relevant to what they said in the range."""
+    def _known(self, user_id: str, user_text: str, said: _Range | None) -> list[Fact]:
+        """The user's current facts most relevant to what they said in the range.
+
+        As memory held them before the range: a fact filed from the range's own turns (a
+        "remember that ..." saved as it was said) is not shown. Shown, it is the one the
+        model's restatement of the request names as replaced (the same turn: it corrects
+        nothing), and the older value the request corrects goes unnamed.
+        """
         vector = self._embed([user_text[:4_000]])
         query = vector[0] if vector is not None else None
-        return [ranked.fact for ranked in self.facts.profile(user_id, query, limit=KNOWN_FACTS)]
+        ranked = self.facts.profile(user_id, query, limit=2 * KNOWN_FACTS)
+        before = [r.fact for r in ranked if said is None or not said.holds(r.fact)]
+        return before[:KNOWN_FACTS]
 
     def _embed(self, texts: list[str]) -> np.ndarray | None:
         """Unit vectors of ``texts`` (rows), or ``None`` without an embedding model."""
@@ -244,27 +257,91 @@ class FactExtractor:
 
 
 @dataclass(frozen=True, slots=True)
-class _Forgets:
-    """The requests to forget in a range.
+class _Range:
+    """The turns of one conversation a range spans (to tell the facts filed from it)."""
+
+    conversation_id: str
+    first: int
+    last: int
+
+    def holds(self, fact: Fact) -> bool:
+        """Whether ``fact`` was first filed from a turn of this range."""
+        return (
+            fact.conversation_id == self.conversation_id
+            and fact.turns is not None
+            and self.first <= fact.turns[0] <= self.last
+        )
+
+
+def _range_of(turns: Sequence[Turn]) -> _Range | None:
+    """The range ``turns`` span, if they are of one conversation."""
+    if not turns or len({turn.conversation_id for turn in turns}) > 1:
+        return None
+    numbers = [turn.turn_number for turn in turns]
+    return _Range(turns[0].conversation_id, min(numbers), max(numbers))
+
+
+#: A model's restatement of a request to remember, in the first person ("I remember that
+#: ...", "I'll keep in mind that ..."): what follows is the fact.
+_ECHO = re.compile(
+    r"(?:i|i'll|i\s+will|i'm\s+going\s+to)\s+"
+    r"(?:remember|memori[sz]e|keep\s+in\s+mind|bear\s+in\s+mind|note|make\s+a\s+note\s+of"
+    r"|(?:not|never)\s+forget|won't\s+forget)"
+    r"(?:\s+that)?[\s,:]+",
+    re.I,
+)
+#: What remains of a restatement that names no fact ("I remember it.").
+_NOTHING = re.compile(r"(?:it|this|that|these|those|them)?\W*", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class _Requests:
+    """The requests in a range.
 
     Attributes:
-        unread: The turns not to learn from: the requests, and the message a bare "forget
-            that" points back to.
-        named: Each request's turn and what it names.
+        unread: The turns not to learn from: the requests to forget, and the message a
+            bare "forget that" points back to.
+        named: Each request to forget's turn and what it names.
+        saves: The turns that ask to remember.
     """
 
     unread: frozenset[int]
     named: tuple[tuple[int, str], ...]
+    saves: frozenset[int]
 
     def name(self, fact: ExtractedFact) -> bool:
         """Whether a later request of the range asks to forget ``fact``."""
         return any(turn > fact.turn and names(text, fact.text) for turn, text in self.named)
 
+    def unechoed(self, fact: ExtractedFact) -> ExtractedFact | None:
+        """``fact`` as the fact a request to remember states.
 
-def _forget_requests(turns: Sequence[Turn]) -> _Forgets:
-    """The forget requests among ``turns`` (:func:`~memory_chain.intent.parse_intent`)."""
+        From "Remember that my car is a green Vespera" a model gives "I remember that my
+        car is a green Vespera." or the request again ("Remember: my car is ..."): the fact
+        is what the request names (the same words as the saved fact, which it then gives
+        its subject and kind); "I remember it." names none (``None``). A fact of another
+        turn is as given.
+        """
+        if fact.turn not in self.saves:
+            return fact
+        text = fact.text.strip()
+        intent = parse_intent(text)
+        if intent is not None and intent.action == "save" and intent.text:
+            rest = intent.text.strip()
+        elif (echo := _ECHO.match(text)) is not None:
+            rest = text[echo.end() :]
+        else:
+            return fact
+        if _NOTHING.fullmatch(rest):
+            return None
+        return replace(fact, text=rest[0].upper() + rest[1:])
+
+
+def _requests(turns: Sequence[Turn]) -> _Requests:
+    """The requests among ``turns`` (:func:`~memory_chain.intent.parse_intent`)."""
     unread: set[int] = set()
     named: list[tuple[int, str]] = []
+    saves: set[int] = set()
     previous: Turn | None = None
     for turn in turns:
         if turn.role != "user":
@@ -276,5 +353,7 @@ def _forget_requests(turns: Sequence[Turn]) -> _Forgets:
                 named.append((turn.turn_number, intent.text))
             elif intent.refers_back and previous is not None:
                 unread.add(previous.turn_number)
+        elif intent is not None:
+            saves.add(turn.turn_number)
         previous = turn
-    return _Forgets(frozenset(unread), tuple(named))
+    return _Requests(frozenset(unread), tuple(named), frozenset(saves))

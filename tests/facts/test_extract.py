@@ -619,6 +619,95 @@ def test_an_explicit_save_takes_the_extracted_subject_and_a_later_value_supersed
     assert old.id == saved.id
 
 
+def test_a_request_to_remember_restated_by_the_model_is_the_saved_fact(
+    service_parts: tuple[SQLStore, FactStore],
+) -> None:
+    store, facts = service_parts
+    manager = MemoryManager(store, TurnBuffer(), facts=facts)
+    manager.add_turns(
+        "car",
+        "ana",
+        [
+            NewTurn("user", "Remember that my car is a green Vespera. Remember it."),
+            NewTurn("assistant", "Noted."),
+            NewTurn("user", "I remember that summer in Rome, we drove it all the way there."),
+            NewTurn("assistant", "What a trip."),
+        ],
+    )
+    (saved,) = facts.of_user("ana")
+    llm = ScriptedFacts(
+        replies=[
+            reply(
+                # The request copied, as models do.
+                fact("Remember: my car is a green Vespera.", 1, subject="car"),
+                fact("I remember it.", 1),
+                # Not a request's turn: as given.
+                fact("I remember that summer in Rome.", 3),
+            ),
+            # Or restated in the first person.
+            reply(fact("I remember that my car is a green Vespera.", 1)),
+        ]
+    )
+    extractor = FactExtractor(llm, facts)
+    service = _consolidation(store, extractor)
+    try:
+        assert service.consolidate("car", "ana") is not None
+    finally:
+        service.stop()
+    said = store.get_turns("car", user_id="ana")
+    assert [f.text for f in extractor.extract("ana", said)] == ["My car is a green Vespera."]
+    learnt = {f.text: f for f in facts.of_user("ana")}
+    # No second row: the saved fact takes the subject the restatement gave.
+    assert set(learnt) == {"my car is a green Vespera.", "I remember that summer in Rome."}
+    assert (learnt["my car is a green Vespera."].id, learnt[saved.text].subject) == (
+        saved.id,
+        "car",
+    )
+
+
+def test_a_request_to_remember_a_correction_names_the_fact_known_before_it(
+    service_parts: tuple[SQLStore, FactStore],
+) -> None:
+    store, facts = service_parts
+    manager = MemoryManager(store, TurnBuffer(), facts=facts)
+    april = datetime(2026, 4, 1, tzinfo=UTC)
+    _chat(store, "niece", ["My niece is called Lucja.", "A lovely name."], start=april)
+    lucja = facts.add(
+        "ana",
+        FactDraft(
+            "My niece is called Lucja.",
+            origin="extracted",
+            conversation_id="niece",
+            turns=(1, 1),
+            valid_from=april,
+        ),
+    ).fact
+    manager.add_turns(
+        "niece",
+        "ana",
+        [
+            NewTurn("user", "Actually, remember that my niece is Lucia, not Lucja."),
+            NewTurn("assistant", "Lucia it is."),
+        ],
+    )
+    saved = next(f for f in facts.of_user("ana") if f.origin == "explicit")
+    assert saved.turns == (3, 3)
+    llm = ScriptedFacts(replies=[NO_FACTS])
+    extractor = FactExtractor(llm, facts)
+    the_range = store.get_turns("niece", user_id="ana", after=2)
+    extractor.extract("ana", the_range)
+    known = message_text(llm.prompts[0][-1]).split("Known facts, for replaces:\n")[1]
+    # Known: what memory held before the range (an earlier turn of the same conversation
+    # too), not the fact the range's request saved: the model can only name the old value.
+    assert known.split("\n\n")[0].splitlines() == ["F1. My niece is called Lucja."]
+    llm.replies = [reply(fact("My niece is Lucia.", 1, subject="niece", replaces="F1"))]
+    changes = extractor.file("ana", "niece", extractor.extract("ana", the_range))
+    assert [(c.action, c.replaced.id if c.replaced else None) for c in changes] == [
+        ("corrected", lucja.id)
+    ]
+    assert {f.text for f in facts.of_user("ana")} == {saved.text, "My niece is Lucia."}
+
+
 # -- the embedded model --------------------------------------------------------------------------
 
 

@@ -31,10 +31,11 @@ Small local models are the case this is built for:
   <memory_chain.tiers.sql.facts.FactStore.add>`), so that a later value of the subject
   ("I've moved to Porto") supersedes it. A model restates the request ("I remember that
   my car is ...") or copies it ("Remember: my car is ..."): from a request's turn, the fact
-  is what the request names, and a restatement naming none ("I remember it.") is dropped. The known facts shown are those
-  memory held before the range: not the facts the range's requests saved, which the model
-  would name as replaced by their own restatement (a request to remember a correction,
-  "my niece is Lucia, not Lucja", then names the old value).
+  is what the request names, and a restatement naming none ("I remember it.") is dropped.
+  The known facts shown are those memory held before the range: not the facts the
+  range's requests saved, which the model would name as replaced by their own
+  restatement (a request to remember a correction, "my niece is Lucia, not Lucja", then
+  names the old value).
 * **Reconciliation**: the model's "replaces F2" is trusted only when the two facts are
   similar (:data:`REPLACES_COSINE`); otherwise :meth:`FactStore.add
   <memory_chain.tiers.sql.facts.FactStore.add>` decides by its deterministic rule.

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -259,6 +260,10 @@ def extract(settings: Settings, model: str | None, run: Run, combined: bool = Fa
             sessions = []
             for number, turns, gold in sessions_of(sample, settings.sessions):
                 label = f"{done.model} {sample_id} session {number}"
+                if isinstance(extractor, CombinedExtractor):
+                    # Each session is a conversation of its own (f"s{number}"): its running
+                    # summary starts afresh, as learn_ranges starts the two calls' summary.
+                    extractor.summary = None
                 extracted, took, summary_took = learn_ranges(
                     extractor,
                     sample_id,
@@ -273,8 +278,6 @@ def extract(settings: Settings, model: str | None, run: Run, combined: bool = Fa
                 run.progress(f"{label}: {len(extracted)} facts, {len(gold)} gold")
                 sessions.append(Session(tuple(gold), tuple(fact.text for fact in extracted)))
             done.conversations.append(Conversation(sample_id, speaker, tuple(sessions)))
-            if isinstance(extractor, CombinedExtractor):
-                extractor.summary = None  # the next conversation's summary starts afresh
         if isinstance(extractor, CombinedExtractor):
             done.summaries = extractor.summaries
         engine.dispose()
@@ -316,13 +319,13 @@ def score(done: Extracted, embed: Embed) -> tuple[list[str], dict[str, Any]]:
     }
     if done.seconds and not done.summarizing:  # the combined call: one call per range
         timing = summarize([s * 1e9 for s in done.seconds], unit="ms")
-        words = sorted(len(s.split()) for s in done.summaries if s)
+        words = [len(s.split()) for s in done.summaries if s]
         missing = sum(1 for s in done.summaries if not s)
         lines.append(
             f"  seconds per range ({timing['n']} ranges), summary and facts in one call: p50 "
             f"{fmt(timing.get('p50', 0) / 1000)}, max {fmt(timing.get('max', 0) / 1000)}; "
             f"{missing} of {len(done.summaries)} calls gave no summary; summary words p50 "
-            f"{words[len(words) // 2] if words else 0}"
+            f"{statistics.median(words) if words else 0}"
         )
         figures |= {
             "range_ms": timing,

@@ -1,4 +1,4 @@
-"""The combined call, for ``bench_extraction.py --combined``: a range's summary and facts in one.
+"""The combined call, for ``bench_extraction.py --calls``: a range's summary and facts in one.
 
 Consolidation asks the summary model twice per range: the summary
 (:mod:`memory_chain.summarize`), then the facts (:class:`FactExtractor`). The combined call

@@ -40,9 +40,8 @@ from memory_chain.tiers.vectors.index import (
 )
 from memory_chain.tiers.vectors.pgvector import PgVectorIndex
 from memory_chain.tiers.vectors.qdrant import QdrantIndex
+from tests.tiers.vector_points import DIM, T0, make_point, unit_vectors
 
-DIM = 16
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 #: (user, conversation) pairs of the standard data set: u1 has two conversations, u2 one.
 CONVERSATIONS = [("u1", "c1"), ("u1", "c2"), ("u2", "c3")]
 TURNS = 6
@@ -74,31 +73,6 @@ def index(backend: Backend) -> Iterator[VectorIndex]:
     index.open()
     yield index
     index.close()
-
-
-def unit_vectors(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
-    vectors: np.ndarray = rng.normal(size=(n, dim))
-    normalized: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    return normalized
-
-
-def make_point(
-    user: str, conversation: str, turn: int, vector: np.ndarray, *, minutes: int = 0
-) -> VectorPoint:
-    payload = TurnPayload(
-        conversation_id=conversation,
-        user_id=user,
-        turn_number=turn,
-        role="user" if turn % 2 == 0 else "assistant",
-        content=f"{user}/{conversation} turn {turn}: ünïcode ✓",
-        timestamp=T0 + timedelta(minutes=minutes),
-        tokens=10 + turn,
-        summary=None if turn % 3 else f"summary {turn}",
-        tags=("travel", f"t{turn}") if turn % 2 else (),
-    )
-    return VectorPoint(
-        id=point_id(user, conversation, turn), vector=vector.tolist(), payload=payload
-    )
 
 
 def standard_points(seed: int = 7) -> list[VectorPoint]:
@@ -521,7 +495,7 @@ def test_edge_upserts_survive_kill_9(tmp_path: Path) -> None:
         import os, signal
         from pathlib import Path
         import numpy as np
-        from tests.tiers.test_vector_index import make_point, unit_vectors, DIM
+        from tests.tiers.vector_points import make_point, unit_vectors, DIM
         from memory_chain.tiers.vectors.edge import EdgeIndex
 
         index = EdgeIndex(Path({str(tmp_path)!r}), dimension=DIM)

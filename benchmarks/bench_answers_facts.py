@@ -8,9 +8,10 @@ Run from the repository root (the data stays where it is)::
 The first ``--sessions`` sessions of each of the first ``--conversations`` conversations of a
 LoCoMo-format file are stored for a user of their own, as ``memory-chain eval locomo
 --answers`` stores them (speaker A as the user, ``"<speaker>: <text>"``; tier 3 filled). Then,
-as consolidation would, the :class:`FactExtractor` reads the stored turns of each session,
-``--range-turns`` at a time, and files the user's facts, with the embedded model behind
-Ollama's API (or the Ollama at ``--llm-url``), the same model that answers.
+as consolidation would, the :class:`FactExtractor` reads the stored turns of each session
+(as said: without the speaker's name), ``--range-turns`` at a time, and files the user's
+facts, with the embedded model behind Ollama's API (or the Ollama at ``--llm-url``), the same
+model that answers.
 
 Every non-adversarial question whose evidence lies in those sessions (a seeded sample of
 ``--questions`` when there are more) is asked in a new conversation of the user (deleted
@@ -54,7 +55,7 @@ from memory_chain.eval.locomo import EvalProgress, ingested
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
 from memory_chain.extraction import FactExtractor
 from memory_chain.manager import MemoryManager
-from memory_chain.schemas import MemoryContext
+from memory_chain.schemas import MemoryContext, Turn
 
 CONDITIONS = ("facts on", "facts off")
 
@@ -101,6 +102,20 @@ def run_progress(run: Run) -> EvalProgress:
     return notify
 
 
+def as_said(turn: Turn, speakers: tuple[str, str]) -> Turn:
+    """``turn`` as its speaker said it: without the ``"<speaker>: "`` that the evaluation
+    stores in front of a LoCoMo turn so that retrieval and the answering model see who spoke.
+
+    Extraction reads what a chat's user and assistant say, which no name starts; given the
+    name, the 1.5B copied turns whole as facts ("Jon: Ahhahha, really!?"): 6 of the 11
+    current facts of one run.
+    """
+    for speaker in speakers:
+        if turn.content.startswith(f"{speaker}: "):
+            return replace(turn, content=turn.content.removeprefix(f"{speaker}: "))
+    return turn
+
+
 def learn_facts(
     manager: MemoryManager,
     extractor: FactExtractor,
@@ -118,7 +133,9 @@ def learn_facts(
     session = {numbers[turn.dia_id]: session_of(turn.dia_id) for turn in sample.turns}
     seconds: list[float] = []
     for number in sorted(set(session.values())):
-        turns = [turn for turn in stored if session[turn.turn_number] == number]
+        turns = [
+            as_said(turn, sample.speakers) for turn in stored if session[turn.turn_number] == number
+        ]
         label = f"{sample.sample_id} session {number}"
         found, took, _ = learn_ranges(
             extractor,

@@ -320,3 +320,43 @@ def test_the_dates_ablation_asks_memory_without_its_resolved_dates(
     temporal = bench.asked_order(samples[0], 5, seed=0, category="temporal")
     assert [q.question for _, q in temporal] == ["When did Ana adopt Miso?"]
     assert bench.asked_order(samples[0], 5, seed=0, category="single-hop") == []
+
+
+class _Reading:
+    """An extractor that records the turns it is given and finds nothing in them."""
+
+    def __init__(self) -> None:
+        self.read: list[Turn] = []
+
+    def extract(self, user_id: str, turns: list[Turn]) -> list[Any]:
+        self.read += turns
+        return []
+
+    def file(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+
+def test_facts_are_learnt_from_the_turns_as_said_without_the_speakers_name(
+    tmp_path: Path,
+) -> None:
+    from memory_chain.eval.locomo import ingested
+
+    talk = [("Ana", "I adopted a cat named Miso."), ("Ben", "Ana: that is what I call news!")]
+    samples = _tiny(tmp_path, talk, ("What is the name of Ana's cat?", "Miso", 4))
+    reading = _Reading()
+    with (
+        benchmark_module("bench_answers_facts") as facts_bench,
+        ingested(samples, None, lambda *_: None, {}, user_of=facts_bench.user_of) as (
+            manager,
+            numbers,
+        ),
+    ):
+        stored = manager.turns(samples[0].sample_id, facts_bench.user_of(samples[0]))
+        run = SimpleNamespace(progress=lambda *_: None)
+        facts_bench.learn_facts(manager, reading, samples[0], numbers["tiny"], 10, run)
+    # Stored with the name, for retrieval and the answering model; read without it.
+    assert [t.content for t in stored] == [f"{s}: {t}" for s, t in talk]
+    assert [(t.role, t.content) for t in reading.read] == [
+        ("user", "I adopted a cat named Miso."),
+        ("assistant", "Ana: that is what I call news!"),  # only the speaker's own name goes
+    ]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -132,6 +133,7 @@ def learn_facts(
     stored = manager.turns(sample.sample_id, user)
     session = {numbers[turn.dia_id]: session_of(turn.dia_id) for turn in sample.turns}
     seconds: list[float] = []
+    outcomes: Counter[str] = Counter()
     for number in sorted(set(session.values())):
         turns = [
             as_said(turn, sample.speakers) for turn in stored if session[turn.turn_number] == number
@@ -144,9 +146,12 @@ def learn_facts(
             turns,
             range_turns,
             lambda error, label=label: run.progress(f"{label}: {error}"),
+            outcomes=outcomes,
         )
         seconds += took
         run.progress(f"{label}: {len(found)} facts extracted in {sum(took):.0f} s")
+    filed = ", ".join(f"{count} {action}" for action, count in outcomes.most_common())
+    run.progress(f"{sample.sample_id}: filed {filed or 'nothing'}")
     return [fact.text for fact in manager.facts(user, limit=10_000)], seconds
 
 

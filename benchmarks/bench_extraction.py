@@ -45,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -177,6 +178,7 @@ def learn_ranges(
     range_turns: int,
     failed: Callable[[str], None],
     summarizer: Runnable[dict[str, str], str] | None = None,
+    outcomes: Counter[str] | None = None,
 ) -> tuple[list[ExtractedFact], list[float], list[float]]:
     """Extract and file the facts of ``turns``, ``range_turns`` at a time, as consolidation does.
 
@@ -184,7 +186,8 @@ def learn_ranges(
     running summary carried from range to range), so that a range's consolidation time with
     extraction and without it come from the same run. A range that fails counts as no facts
     (``failed`` is told why). Returns the facts extracted, in order, and the seconds each
-    range's extraction and (with a ``summarizer``) summary took.
+    range's extraction and (with a ``summarizer``) summary took; ``outcomes``, when given,
+    counts what filing did with each fact (the rulebook's actions: ``added``, ``same``, ...).
     """
     found: list[ExtractedFact] = []
     seconds: list[float] = []
@@ -204,7 +207,9 @@ def learn_ranges(
             facts = []
         seconds.append(time.perf_counter() - began)
         # The sessions are replayed, not stored as conversations.
-        extractor.file(user_id, conversation_id, facts, stored_only=False)
+        changes = extractor.file(user_id, conversation_id, facts, stored_only=False)
+        if outcomes is not None:
+            outcomes.update(change.action for change in changes)
         found += facts
     return found, seconds, summarizing
 

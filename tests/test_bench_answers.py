@@ -323,7 +323,8 @@ def test_the_dates_ablation_asks_memory_without_its_resolved_dates(
 
 
 class _Reading:
-    """An extractor that records the turns it is given and finds nothing in them."""
+    """An extractor that records the turns it is given, finds nothing in them and files one
+    fact per range all the same (what filing did is counted)."""
 
     def __init__(self) -> None:
         self.read: list[Turn] = []
@@ -333,7 +334,7 @@ class _Reading:
         return []
 
     def file(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return []
+        return [SimpleNamespace(action="added")]
 
 
 def test_facts_are_learnt_from_the_turns_as_said_without_the_speakers_name(
@@ -352,7 +353,8 @@ def test_facts_are_learnt_from_the_turns_as_said_without_the_speakers_name(
         ),
     ):
         stored = manager.turns(samples[0].sample_id, facts_bench.user_of(samples[0]))
-        run = SimpleNamespace(progress=lambda *_: None)
+        said: list[str] = []
+        run = SimpleNamespace(progress=said.append)
         facts_bench.learn_facts(manager, reading, samples[0], numbers["tiny"], 10, run)
     # Stored with the name, for retrieval and the answering model; read without it.
     assert [t.content for t in stored] == [f"{s}: {t}" for s, t in talk]
@@ -360,3 +362,4 @@ def test_facts_are_learnt_from_the_turns_as_said_without_the_speakers_name(
         ("user", "I adopted a cat named Miso."),
         ("assistant", "Ana: that is what I call news!"),  # only the speaker's own name goes
     ]
+    assert said[-1] == "tiny: filed 1 added"  # one session, one range

@@ -56,7 +56,7 @@ from memory_chain.eval.locomo import EvalProgress, ingested
 from memory_chain.eval.locomo_data import CATEGORIES, LocomoQuestion, LocomoSample, load_locomo
 from memory_chain.extraction import FactExtractor
 from memory_chain.manager import MemoryManager
-from memory_chain.schemas import MemoryContext, Turn
+from memory_chain.schemas import MemoryContext
 
 CONDITIONS = ("facts on", "facts off")
 
@@ -103,20 +103,6 @@ def run_progress(run: Run) -> EvalProgress:
     return notify
 
 
-def as_said(turn: Turn, speakers: tuple[str, str]) -> Turn:
-    """``turn`` as its speaker said it: without the ``"<speaker>: "`` that the evaluation
-    stores in front of a LoCoMo turn so that retrieval and the answering model see who spoke.
-
-    Extraction reads what a chat's user and assistant say, which no name starts; given the
-    name, the 1.5B copied turns whole as facts ("Jon: Ahhahha, really!?"): 6 of the 11
-    current facts of one run.
-    """
-    for speaker in speakers:
-        if turn.content.startswith(f"{speaker}: "):
-            return replace(turn, content=turn.content.removeprefix(f"{speaker}: "))
-    return turn
-
-
 def learn_facts(
     manager: MemoryManager,
     extractor: FactExtractor,
@@ -131,12 +117,18 @@ def learn_facts(
     """
     user = user_of(sample)
     stored = manager.turns(sample.sample_id, user)
-    session = {numbers[turn.dia_id]: session_of(turn.dia_id) for turn in sample.turns}
+    # Read as said (no "<speaker>: " in front, as the evaluation stores them so that retrieval
+    # and the answering model see who spoke): with the name, the 1.5B copied turns whole
+    # as facts ("Jon: Ahhahha, really!?"), 6 of the 11 current facts of one run.
+    said = {numbers[turn.dia_id]: turn for turn in sample.turns}
+    session = {number: session_of(turn.dia_id) for number, turn in said.items()}
     seconds: list[float] = []
     outcomes: Counter[str] = Counter()
     for number in sorted(set(session.values())):
         turns = [
-            as_said(turn, sample.speakers) for turn in stored if session[turn.turn_number] == number
+            replace(turn, content=said[turn.turn_number].said)
+            for turn in stored
+            if session[turn.turn_number] == number
         ]
         label = f"{sample.sample_id} session {number}"
         found, took, _ = learn_ranges(

@@ -61,10 +61,15 @@ class LocomoTurn:
     timestamp: datetime
 
     @property
+    def said(self) -> str:
+        """What the speaker said: the text, and the photo's caption."""
+        shared = f" [shares a photo: {self.caption}]" if self.caption else ""
+        return f"{self.text}{shared}"
+
+    @property
     def content(self) -> str:
         """The turn as stored: ``"<speaker>: <text>"``, and the photo's caption."""
-        shared = f" [shares a photo: {self.caption}]" if self.caption else ""
-        return f"{self.speaker}: {self.text}{shared}"
+        return f"{self.speaker}: {self.said}"
 
 
 @dataclass(frozen=True, slots=True)
